@@ -1,0 +1,22 @@
+"""FP4 lightning-indexer ops for torch.compile, CUDA graphs and paged merged caches.
+
+See README.md and docs/ for the layouts and the contract of every op.
+"""
+
+from .layout import allocate_merged_cache, cache_views, decode_tile_size, index_section
+from .ops import decode_layout, quantize_queries, score_paged, select_topk, store_keys
+from .reference import dequantize_pages, dequantize_queries
+
+__all__ = [
+    "allocate_merged_cache",
+    "cache_views",
+    "decode_layout",
+    "decode_tile_size",
+    "dequantize_pages",
+    "dequantize_queries",
+    "index_section",
+    "quantize_queries",
+    "score_paged",
+    "select_topk",
+    "store_keys",
+]

@@ -1,0 +1,64 @@
+"""The one validation helper: every error names the argument, what was expected and what came."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+INDEX_DTYPES = (torch.int32, torch.int64)
+
+
+def describe(t: object) -> str:
+    """``float16 [3, 64, 68]`` for a tensor, the type name for anything else."""
+    if isinstance(t, torch.Tensor):
+        return f"{str(t.dtype).removeprefix('torch.')} {list(t.shape)} on {t.device}"
+    return type(t).__name__
+
+
+def _dtype_names(dtypes: Sequence[torch.dtype]) -> str:
+    return " or ".join(str(d).removeprefix("torch.") for d in dtypes)
+
+
+def check_tensor(
+    name: str,
+    t: object,
+    *,
+    dtypes: Sequence[torch.dtype],
+    shape: Sequence[int | None | str],
+    device: torch.device | None = None,
+) -> torch.Tensor:
+    """Check type, dtype, rank and the fixed sizes of ``t``.
+
+    ``shape`` holds an int for a fixed size and a name (str) or None for a free
+    one; the names only make the message read like the docstring.
+    """
+    want = f"{_dtype_names(dtypes)} [{', '.join(str(s) for s in shape)}]"
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name}: expected a tensor {want}, got {describe(t)}")
+    if t.dtype not in dtypes or t.dim() != len(shape):
+        raise ValueError(f"{name}: expected {want}, got {describe(t)}")
+    for size, expected in zip(t.shape, shape):
+        if isinstance(expected, int) and size != expected:
+            raise ValueError(f"{name}: expected {want}, got {describe(t)}")
+    if device is not None and t.device != device:
+        raise ValueError(f"{name}: expected a tensor on {device} (where the cache is), got {describe(t)}")
+    return t
+
+
+def check_size(name: str, t: torch.Tensor, dim: int, expected: int, what: str) -> None:
+    """Check that ``t.shape[dim] == expected``; ``what`` says where ``expected`` comes from."""
+    if t.shape[dim] != expected:
+        raise ValueError(f"{name}: expected {expected} along dim {dim} ({what}), got {describe(t)}")
+
+
+def check_int(name: str, value: object, *, minimum: int | None = None, below: int | None = None) -> int:
+    """A Python int (not a tensor, not a bool) within ``[minimum, below)``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name}: expected a Python int, got {describe(value)}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name}: expected an int >= {minimum}, got {value}")
+    if below is not None and value >= below:
+        raise ValueError(f"{name}: expected an int < {below}, got {value}")
+    return value

@@ -1,0 +1,1 @@
+"""Adapters for kernels that live in other libraries."""

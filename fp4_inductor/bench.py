@@ -1,0 +1,229 @@
+"""One benchmark harness: ``python -m fp4_inductor.bench``.
+
+Per kernel: median time (CUDA events through ``triton.testing.do_bench``), an
+explicit byte model and FLOP model, GB/s, TFLOP/s and % of the measured copy
+ceiling. In the same run, the peers: AMD AITER's portable Triton FP8 paged
+MQA-logits kernel (loaded by file path from an installed ``amd-aiter``, whose
+package ``__init__`` needs ROCm), plain PyTorch BF16 gather + einsum, and
+``torch.topk``. Needs a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+import types
+
+import torch
+
+import fp4_inductor as fp4
+from fp4_inductor import formats as F
+
+KEY_BYTES = F.BYTES_PER_TOKEN
+
+
+def median_us(fn, rep_ms: int = 200) -> float:
+    import triton.testing
+
+    return triton.testing.do_bench(fn, warmup=25, rep=rep_ms, return_mode="median") * 1e3
+
+
+def copy_ceiling_gbps(device) -> float:
+    src = torch.empty(1 << 30, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    t = median_us(lambda: dst.copy_(src))
+    return 2 * src.numel() / t / 1e3
+
+
+class Table:
+    def __init__(self, ceiling_gbps: float):
+        self.ceiling = ceiling_gbps
+        self.rows: list[tuple] = []
+
+    def add(self, name: str, us: float, bytes_moved: float, flops: float = 0.0, note: str = "") -> None:
+        gbps = bytes_moved / us / 1e3
+        self.rows.append((name, us, gbps, flops / us / 1e6, 100 * gbps / self.ceiling, note))
+        print(f"  {name}: {us:.1f} us  {gbps:.0f} GB/s  {flops / us / 1e6:.1f} TFLOP/s  {note}", flush=True)
+
+    def print(self) -> None:
+        print(f"\n| case | us | GB/s | TFLOP/s | % copy ceiling ({self.ceiling:.0f} GB/s) | note |")
+        print("| --- | --- | --- | --- | --- | --- |")
+        for name, us, gbps, tflops, pct, note in self.rows:
+            print(f"| {name} | {us:.1f} | {gbps:.0f} | {tflops:.1f} | {pct:.0f}% | {note} |")
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def build_scoring_case(requests: int, context: int, next_n: int, heads: int, device, seed: int = 0):
+    """A paged FP4 cache holding ``requests x context`` keys in permuted pages inside merged
+    pages (page stride 8192, index section at offset 1024), and next_n rows per request."""
+    g = torch.Generator(device=device).manual_seed(seed)
+    pages_per_request = context // F.PAGE_TOKENS
+    num_pages = requests * pages_per_request
+    _, cache = fp4.allocate_merged_cache(num_pages, page_bytes=8192, index_offset=1024, device=device)
+    keys = torch.randn(num_pages * F.PAGE_TOKENS, F.HEAD_DIM, device=device, generator=g, dtype=torch.bfloat16)
+    fp4.store_keys(keys, cache, torch.arange(keys.shape[0], device=device))
+    block_table = torch.randperm(num_pages, device=device, generator=g).view(requests, pages_per_request).int()
+    rows = requests * next_n
+    q = torch.randn(rows, heads, F.HEAD_DIM, device=device, generator=g, dtype=torch.bfloat16)
+    weights = torch.randn(rows, heads, device=device, generator=g) * heads**-0.5
+    seq_lens = torch.full((requests,), context, device=device, dtype=torch.int32)
+    query_lens = torch.full((requests,), next_n, device=device, dtype=torch.int32)
+    query_starts, row_ends = fp4.decode_layout(seq_lens, query_lens, rows)
+    return dict(keys=keys, cache=cache, block_table=block_table, q=q, weights=weights,
+                query_starts=query_starts, row_ends=row_ends, next_n=next_n, context=context)
+
+
+def load_aiter_fp8_peer(root: str | None):
+    """AITER's ``deepgemm_fp8_paged_mqa_logits`` loaded by file path, or None.
+
+    ``root`` is the ``aiter`` package folder (default: the installed one, found
+    without running its ``__init__``)."""
+    if root is None:
+        spec = importlib.util.find_spec("aiter")
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        root = list(spec.submodule_search_locations)[0]
+    kernel_file = os.path.join(root, "ops", "triton", "_triton_kernels", "pa_mqa_logits.py")
+    wrapper_file = os.path.join(root, "ops", "triton", "pa_mqa_logits.py")
+    if not (os.path.exists(kernel_file) and os.path.exists(wrapper_file)):
+        return None
+    names = ["aiter", "aiter.ops", "aiter.ops.triton", "aiter.ops.triton._triton_kernels", "aiter.dtypes"]
+    saved = {n: sys.modules.get(n) for n in names}
+    try:
+        for n in names:
+            sys.modules[n] = types.ModuleType(n)
+            sys.modules[n].__path__ = []
+        sys.modules["aiter.dtypes"].fp8 = torch.float8_e4m3fn
+        sys.modules["aiter"].dtypes = sys.modules["aiter.dtypes"]
+        for name, path in (("aiter.ops.triton._triton_kernels.pa_mqa_logits", kernel_file),
+                           ("fp4_inductor_bench_aiter_peer", wrapper_file)):
+            spec = importlib.util.spec_from_file_location(name, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+        return module.deepgemm_fp8_paged_mqa_logits
+    finally:
+        for n, old in saved.items():
+            if old is None:
+                sys.modules.pop(n, None)
+            else:
+                sys.modules[n] = old
+
+
+def fp8_peer_inputs(case, device):
+    """The same keys as the peer's FP8 cache: token-granular [tokens, 1, 1, 128 + 4] (values, fp32 scale)."""
+    keys = case["keys"].float()
+    scale = keys.abs().amax(-1, keepdim=True).clamp_min(1e-12) / 448.0
+    values = (keys / scale).to(torch.float8_e4m3fn)
+    kv = torch.cat([values.view(torch.uint8), scale.view(torch.uint8)], dim=-1).view(-1, 1, 1, F.HEAD_DIM + 4)
+    block_table = case["block_table"].long()
+    tokens = (block_table.unsqueeze(-1) * F.PAGE_TOKENS + torch.arange(F.PAGE_TOKENS, device=device)).flatten(1)
+    rows, heads = case["weights"].shape
+    requests = block_table.shape[0]
+    q = case["q"].view(requests, case["next_n"], heads, F.HEAD_DIM).to(torch.float8_e4m3fn)
+    context_lens = torch.full((requests,), case["context"], device=device, dtype=torch.int32)
+    out = torch.full((rows, case["context"]), -torch.inf, device=device)
+    return q, kv, case["weights"], out, context_lens, tokens.int().contiguous()
+
+
+# --------------------------------------------------------------------------- cases
+
+
+def bench_scoring(table: Table, requests: int, context: int, next_n: int, heads: int, device, peer, torch_peer: bool):
+    case = build_scoring_case(requests, context, next_n, heads, device)
+    query = fp4.quantize_queries(case["q"])
+    args = (query, case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"], next_n)
+    rows = requests * next_n
+    keys = requests * context
+    byte_model = keys * KEY_BYTES + rows * context * 4 + rows * heads * (64 + 4 + 4)
+    flops = 2.0 * rows * heads * F.HEAD_DIM * context
+    tag = f"B={requests} ctx={context} next_n={next_n}"
+    us = median_us(lambda: fp4.score_paged(*args))
+    table.add(f"score_paged fp4 {tag}", us, byte_model, flops, f"floor {byte_model / table.ceiling / 1e3:.1f} us")
+    if peer is not None:
+        q8, kv, w, out, ctx, tokens = fp8_peer_inputs(case, device)
+        peer_bytes = keys * (F.HEAD_DIM + 4) + rows * context * 4
+        best = None
+        for split in (5, 10, 20, 40):
+            for chunk in (64, 128, 256):
+                try:
+                    t = median_us(lambda: peer(q8, kv, w, out, ctx, tokens, context, ChunkK=chunk, SplitKV=split), 100)
+                except Exception as exc:  # a config the peer's kernel rejects
+                    print(f"  peer SplitKV={split} ChunkK={chunk}: {type(exc).__name__}")
+                    continue
+                if best is None or t < best[0]:
+                    best = (t, split, chunk)
+        if best is not None:
+            table.add(f"AITER triton fp8 peer {tag}", best[0], peer_bytes, flops,
+                      f"best of SplitKV/ChunkK: {best[1]}/{best[2]}; fp4 speedup {best[0] / us:.2f}x")
+    if torch_peer:
+        keys_bf16 = case["keys"]
+        block_table = case["block_table"].long()
+
+        def torch_scores():
+            k = keys_bf16.view(-1, F.PAGE_TOKENS, F.HEAD_DIM)[block_table].flatten(1, 2)  # [B, ctx, 128]
+            q = case["q"].view(requests, next_n, heads, F.HEAD_DIM)
+            s = torch.einsum("bnhd,bkd->bnhk", q, k).relu_()
+            return torch.einsum("bnhk,bnh->bnk", s.float(), case["weights"].view(requests, next_n, heads))
+
+        t = median_us(torch_scores, 100)
+        table.add(f"torch bf16 gather+einsum {tag}", t, keys * 256 + rows * context * 4, flops)
+    del case
+
+
+def bench_topk(table: Table, rows: int, width: int, k: int, device):
+    logits = torch.randn(rows, width, device=device)
+    row_ends = torch.full((rows,), width, device=device, dtype=torch.int32)
+    us = median_us(lambda: fp4.select_topk(logits, row_ends, k))
+    ref = median_us(lambda: torch.topk(logits, k, dim=1, sorted=False))
+    bytes_moved = rows * width * 4 + rows * k * 8
+    table.add(f"select_topk k={k} {rows}x{width}", us, bytes_moved, 0, f"torch.topk {ref:.1f} us: {ref / us:.2f}x")
+    table.add(f"torch.topk k={k} {rows}x{width}", ref, bytes_moved)
+
+
+def bench_store(table: Table, n: int, device):
+    _, cache = fp4.allocate_merged_cache(n // F.PAGE_TOKENS, page_bytes=8192, index_offset=1024, device=device)
+    keys = torch.randn(n, F.HEAD_DIM, device=device, dtype=torch.bfloat16)
+    slots = torch.randperm(n, device=device).int()
+    us = median_us(lambda: fp4.store_keys(keys, cache, slots))
+    table.add(f"store_keys {n} bf16 keys", us, n * (256 + KEY_BYTES + 4))
+
+
+def bench_quantize_queries(table: Table, rows: int, heads: int, device):
+    q = torch.randn(rows, heads, F.HEAD_DIM, device=device, dtype=torch.bfloat16)
+    us = median_us(lambda: fp4.quantize_queries(q))
+    table.add(f"quantize_queries {rows}x{heads} bf16", us, rows * heads * (256 + 64) + rows * 256)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--aiter-root", default=None, help="folder of the aiter package (default: the installed one)")
+    parser.add_argument("--quick", action="store_true", help="the B=64 x 32768, next_n=2 row only")
+    parser.add_argument("--no-torch-peer", action="store_true")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        raise SystemExit("fp4_inductor.bench needs a CUDA or ROCm GPU")
+    import triton
+
+    device = torch.device("cuda")
+    print(f"{torch.cuda.get_device_name()} | torch {torch.__version__} | triton {triton.__version__}")
+    table = Table(copy_ceiling_gbps(device))
+    print(f"copy ceiling: {table.ceiling:.0f} GB/s (read + write)")
+    peer = load_aiter_fp8_peer(args.aiter_root)
+    print("AITER FP8 peer:", "loaded" if peer is not None else "not found (pip install amd-aiter, or --aiter-root)")
+    shapes = [(64, 32768, 2)] if args.quick else [(64, 32768, 1), (64, 32768, 2), (64, 32768, 4), (16, 131072, 2)]
+    for requests, context, next_n in shapes:
+        bench_scoring(table, requests, context, next_n, 64, device, peer, not args.no_torch_peer)
+    bench_topk(table, 64, 32768, 2048, device)
+    bench_topk(table, 32, 131072, 2048, device)
+    bench_store(table, 1 << 20, device)
+    bench_quantize_queries(table, 128, 64, device)
+    table.print()
+
+
+if __name__ == "__main__":
+    main()

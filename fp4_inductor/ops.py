@@ -1,0 +1,366 @@
+"""The ``torch.library`` ops (namespace ``fp4``), their fake kernels, and backend dispatch.
+
+Each op is a ``triton_op``: in eager it runs its body; under ``torch.compile``
+AOTAutograd decomposes the body, so Inductor sees the Triton kernels (through
+``wrap_triton``) or, on the CPU, the reference's aten ops. Input checks run in
+the real body and in the fake kernel alike, so nothing invalid is traced or
+written. The public functions at the bottom are thin wrappers.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from typing import Optional
+
+import torch
+from torch import Tensor
+from torch.library import triton_op
+
+from . import formats as F
+from . import reference
+from ._checks import FLOAT_DTYPES, INDEX_DTYPES, check_int, check_size, check_tensor, describe
+from .layout import check_cache, check_layout_args, check_lengths, decode_layout_impl
+
+BACKENDS = ("reference", "triton", "aiter")
+
+
+# --------------------------------------------------------------------------- dispatch
+
+
+def triton_importable() -> bool:
+    return importlib.util.find_spec("triton") is not None
+
+
+def aiter_available() -> bool:
+    from .backends import aiter
+
+    return aiter.available()
+
+
+def resolve_backend(backend: Optional[str], device: torch.device, op: str, offers_aiter: bool = False) -> str:
+    """The backend that runs ``op`` for tensors on ``device``.
+
+    None picks by device: ROCm with AITER's FP4 scorer importable -> "aiter"
+    (scoring only), any other GPU -> "triton", CPU -> "reference". Asking for a
+    backend that cannot run here raises.
+    """
+    if backend is not None and backend not in BACKENDS:
+        raise ValueError(f"backend: expected None or one of {BACKENDS}, got {backend!r}")
+    if backend is None:
+        if device.type != "cuda":
+            return "reference"
+        if offers_aiter and torch.version.hip is not None and aiter_available():
+            return "aiter"
+        return "triton"
+    if backend == "triton":
+        if not triton_importable():
+            raise RuntimeError("backend='triton': Triton is not installed (pip install 'fp4_inductor[triton]')")
+        if device.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+            raise RuntimeError(
+                "backend='triton' on CPU tensors runs the Triton interpreter: set TRITON_INTERPRET=1 "
+                "before fp4_inductor's kernels are first used"
+            )
+        if device.type not in ("cpu", "cuda"):
+            raise RuntimeError(f"backend='triton': expected CUDA/ROCm (or CPU with the interpreter), got {device}")
+    if backend == "aiter":
+        if not offers_aiter:
+            raise ValueError(f"backend='aiter': AITER provides only the scoring kernel, not {op}")
+        if device.type != "cuda" or torch.version.hip is None or not aiter_available():
+            raise RuntimeError(
+                "backend='aiter': needs a ROCm GPU and this library's AITER adapter, which this version "
+                f"does not ship yet (device {device}, hip {torch.version.hip})"
+            )
+    return backend
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def _check_store_keys(keys: Tensor, cache: Tensor, slots: Tensor) -> None:
+    check_cache(cache)
+    check_tensor("keys", keys, dtypes=FLOAT_DTYPES, shape=("n", F.HEAD_DIM), device=cache.device)
+    check_tensor("slots", slots, dtypes=INDEX_DTYPES, shape=("n",), device=cache.device)
+    check_size("slots", slots, 0, keys.shape[0], "one slot per key row")
+
+
+def _check_queries(q: Tensor) -> None:
+    check_tensor("q", q, dtypes=FLOAT_DTYPES, shape=("rows", "heads", F.HEAD_DIM))
+    if q.shape[1] not in F.QUERY_HEADS:
+        raise ValueError(f"q: expected {F.QUERY_HEADS} heads, got {describe(q)}")
+
+
+def _check_score(
+    q_payload: Tensor,
+    q_scales: Tensor,
+    cache: Tensor,
+    weights: Tensor,
+    block_table: Tensor,
+    query_starts: Tensor,
+    row_ends: Tensor,
+    max_query_len: int,
+) -> None:
+    check_cache(cache)
+    dev = cache.device
+    check_tensor("query[0] (payload)", q_payload, dtypes=(torch.uint8,), shape=("rows", "heads", 64), device=dev)
+    rows, heads = q_payload.shape[:2]
+    if heads not in F.QUERY_HEADS:
+        raise ValueError(f"query[0] (payload): expected {F.QUERY_HEADS} heads, got {describe(q_payload)}")
+    shape = (rows, 1, F.GROUPS, F.QUERY_SCALE_LANES, F.QUERY_SCALE_SLOTS)
+    check_tensor("query[1] (scales)", q_scales, dtypes=(torch.uint8,), shape=shape, device=dev)
+    check_tensor("weights", weights, dtypes=(torch.float32,), shape=(rows, heads), device=dev)
+    check_tensor("block_table", block_table, dtypes=INDEX_DTYPES, shape=("requests", "pages_per_request"), device=dev)
+    check_tensor("query_starts", query_starts, dtypes=INDEX_DTYPES, shape=("requests + 1",), device=dev)
+    check_size("query_starts", query_starts, 0, block_table.shape[0] + 1, "requests + 1, from block_table")
+    check_tensor("row_ends", row_ends, dtypes=INDEX_DTYPES, shape=(rows,), device=dev)
+    check_int("max_query_len", max_query_len, minimum=1)
+
+
+def _check_topk(logits: Tensor, row_ends: Tensor, k: int) -> None:
+    check_tensor("logits", logits, dtypes=(torch.float32,), shape=("rows", "width"))
+    check_tensor("row_ends", row_ends, dtypes=INDEX_DTYPES, shape=(logits.shape[0],), device=logits.device)
+    check_int("k", k, minimum=1)
+
+
+# --------------------------------------------------------------------------- ops
+
+
+@triton_op("fp4::store_keys", mutates_args={"cache"})
+def _store_keys(keys: Tensor, cache: Tensor, slots: Tensor, backend: Optional[str] = None) -> None:
+    _check_store_keys(keys, cache, slots)
+    if resolve_backend(backend, cache.device, "store_keys") == "triton":
+        from .kernels.quantize import launch_store_keys
+
+        launch_store_keys(keys, cache, slots)
+    else:
+        reference.store_keys(keys, cache, slots)
+
+
+@_store_keys.register_fake
+def _store_keys_fake(keys: Tensor, cache: Tensor, slots: Tensor, backend: Optional[str] = None) -> None:
+    _check_store_keys(keys, cache, slots)
+
+
+@triton_op("fp4::quantize_queries", mutates_args=())
+def _quantize_queries(q: Tensor, backend: Optional[str] = None) -> tuple[Tensor, Tensor]:
+    _check_queries(q)
+    if resolve_backend(backend, q.device, "quantize_queries") == "triton":
+        from .kernels.quantize import launch_quantize_queries
+
+        return launch_quantize_queries(q)
+    return reference.quantize_queries(q)
+
+
+@_quantize_queries.register_fake
+def _quantize_queries_fake(q: Tensor, backend: Optional[str] = None) -> tuple[Tensor, Tensor]:
+    _check_queries(q)
+    rows, heads = q.shape[:2]
+    payload = q.new_empty((rows, heads, F.PAYLOAD_BYTES), dtype=torch.uint8)
+    scales = q.new_empty((rows, 1, F.GROUPS, F.QUERY_SCALE_LANES, F.QUERY_SCALE_SLOTS), dtype=torch.uint8)
+    return payload, scales
+
+
+def _score_into(out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len, backend):
+    _check_score(q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len)
+    which = resolve_backend(backend, cache.device, "score_paged", offers_aiter=True)
+    if which == "triton":
+        from .kernels.score import launch_score_paged
+
+        launch_score_paged(out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len)
+    elif which == "aiter":
+        torch.ops.fp4.score_paged_aiter_out(
+            out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len
+        )
+    else:
+        logits = reference.score_paged(q_payload, q_scales, cache, weights, block_table, query_starts, row_ends)
+        out.copy_(torch.where(reference.valid_region(query_starts, row_ends, out.shape[1]), logits, out))
+
+
+@triton_op("fp4::score_paged_out", mutates_args={"out"})
+def _score_paged_out(
+    out: Tensor,
+    q_payload: Tensor,
+    q_scales: Tensor,
+    cache: Tensor,
+    weights: Tensor,
+    block_table: Tensor,
+    query_starts: Tensor,
+    row_ends: Tensor,
+    max_query_len: int,
+    backend: Optional[str] = None,
+) -> None:
+    check_tensor("out", out, dtypes=(torch.float32,), shape=(q_payload.shape[0], block_table.shape[1] * F.PAGE_TOKENS))
+    if out.stride(1) != 1:
+        raise ValueError(f"out: expected unit stride along keys, got strides {out.stride()}")
+    _score_into(out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len, backend)
+
+
+@_score_paged_out.register_fake
+def _score_paged_out_fake(
+    out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len, backend=None
+) -> None:
+    _check_score(q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len)
+
+
+@triton_op("fp4::score_paged", mutates_args=())
+def _score_paged(
+    q_payload: Tensor,
+    q_scales: Tensor,
+    cache: Tensor,
+    weights: Tensor,
+    block_table: Tensor,
+    query_starts: Tensor,
+    row_ends: Tensor,
+    max_query_len: int,
+    backend: Optional[str] = None,
+) -> Tensor:
+    _check_score(q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len)
+    which = resolve_backend(backend, cache.device, "score_paged", offers_aiter=True)
+    if which == "reference":
+        return reference.score_paged(q_payload, q_scales, cache, weights, block_table, query_starts, row_ends)
+    # Entries outside the valid region are not written (SPEC section 3): no fill pass.
+    out = torch.empty((q_payload.shape[0], block_table.shape[1] * F.PAGE_TOKENS), dtype=torch.float32, device=cache.device)
+    _score_into(out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len, which)
+    return out
+
+
+@_score_paged.register_fake
+def _score_paged_fake(
+    q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len, backend=None
+) -> Tensor:
+    _check_score(q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len)
+    return q_payload.new_empty((q_payload.shape[0], block_table.shape[1] * F.PAGE_TOKENS), dtype=torch.float32)
+
+
+@triton_op("fp4::select_topk", mutates_args=())
+def _select_topk(
+    logits: Tensor, row_ends: Tensor, k: int, sorted: bool = False, backend: Optional[str] = None
+) -> tuple[Tensor, Tensor]:
+    _check_topk(logits, row_ends, k)
+    if resolve_backend(backend, logits.device, "select_topk") == "triton":
+        from .kernels.topk import launch_select_topk
+
+        return launch_select_topk(logits, row_ends, k, sorted)
+    return reference.select_topk(logits, row_ends, k, sorted)
+
+
+@_select_topk.register_fake
+def _select_topk_fake(
+    logits: Tensor, row_ends: Tensor, k: int, sorted: bool = False, backend: Optional[str] = None
+) -> tuple[Tensor, Tensor]:
+    _check_topk(logits, row_ends, k)
+    rows = logits.shape[0]
+    return logits.new_empty((rows, k)), logits.new_empty((rows, k), dtype=torch.int32)
+
+
+torch.library.define(
+    "fp4::decode_layout",
+    "(Tensor seq_lens, Tensor query_lens, int num_rows, int dcp_rank=0, int dcp_world_size=1, int interleave=1)"
+    " -> (Tensor, Tensor)",
+)
+
+
+@torch.library.impl("fp4::decode_layout", "CompositeImplicitAutograd")
+def _decode_layout(seq_lens, query_lens, num_rows, dcp_rank=0, dcp_world_size=1, interleave=1):
+    # Composite: it decomposes into aten ops that Inductor fuses into one small kernel.
+    check_layout_args(num_rows, dcp_rank, dcp_world_size, interleave)
+    check_lengths(seq_lens, query_lens)
+    return decode_layout_impl(seq_lens, query_lens, num_rows, dcp_rank, dcp_world_size, interleave)
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def store_keys(keys: Tensor, cache: Tensor, slots: Tensor, *, backend: Optional[str] = None) -> None:
+    """Quantize keys to FP4 and write them into the index cache, in place.
+
+    keys: float32/bfloat16/float16 [n, 128], normalized, no RoPE.
+    cache: uint8 [pages, 64, 68], strides (S, 68, 1), S >= 4352 (a merged-page section).
+    slots: int32/int64 [n], ``page * 64 + token``. Slots outside ``[0, pages * 64)``
+        (negative: padding) are skipped; this is not an error, since the values are
+        not read on the host. Two rows with one slot: either may win.
+    Invalid shapes, dtypes, strides or devices raise before any byte is written.
+    """
+    _check_store_keys(keys, cache, slots)
+    torch.ops.fp4.store_keys(keys, cache, slots, backend)
+
+
+def quantize_queries(q: Tensor, *, backend: Optional[str] = None) -> tuple[Tensor, Tensor]:
+    """q: float [rows, H, 128], H in {16, 32, 64} -> (payload uint8 [rows, H, 64],
+    scales uint8 [rows, 1, 4, 16, 4] in AITER's pre-shuffled order)."""
+    _check_queries(q)
+    return torch.ops.fp4.quantize_queries(q, backend)
+
+
+def score_paged(
+    query: tuple[Tensor, Tensor],
+    cache: Tensor,
+    weights: Tensor,
+    block_table: Tensor,
+    query_starts: Tensor,
+    row_ends: Tensor,
+    max_query_len: int,
+    *,
+    backend: Optional[str] = None,
+    out: Optional[Tensor] = None,
+) -> Tensor:
+    """Indexer logits ``sum_h w[r, h] * relu(q[r, h] . k[key(j)])`` over a paged FP4 cache.
+
+    query: (payload uint8 [rows, H, 64], scales uint8 [rows, 1, 4, 16, 4]) from ``quantize_queries``.
+    cache: uint8 [pages, 64, 68] index cache (any page stride >= 4352).
+    weights: float32 [rows, H], holding the head and softmax factors (not the FP4 scales).
+    block_table: int [requests, pages_per_request]; entries past a row's keys are never read.
+    query_starts: int [requests + 1]; row_ends: int [rows] (from ``decode_layout``).
+    max_query_len: Python int >= every request's row count (not checked at run time:
+        rows past it are not scored).
+    out: optional float32 [rows, pages_per_request * 64] to write into.
+
+    Returns float32 [rows, pages_per_request * 64]. Only ``j < row_ends[r]`` of rows
+    below ``query_starts[-1]`` is the result; the rest is unspecified (the reference
+    writes -inf there, the kernels leave it alone).
+    """
+    if not isinstance(query, (tuple, list)) or len(query) != 2:
+        raise TypeError(f"query: expected (payload, scales) from quantize_queries, got {describe(query)}")
+    _check_score(*query, cache, weights, block_table, query_starts, row_ends, max_query_len)
+    if out is not None:
+        torch.ops.fp4.score_paged_out(out, *query, cache, weights, block_table, query_starts, row_ends, max_query_len, backend)
+        return out
+    return torch.ops.fp4.score_paged(*query, cache, weights, block_table, query_starts, row_ends, max_query_len, backend)
+
+
+def select_topk(
+    logits: Tensor, row_ends: Tensor, k: int, *, sorted: bool = False, backend: Optional[str] = None
+) -> tuple[Tensor, Tensor]:
+    """Top-k of ``logits[r, :row_ends[r]]`` per row, like ``torch.topk``.
+
+    logits: float32 [rows, width]; row_ends: int [rows].
+    Returns (values float32 [rows, k], indices int32 [rows, k]). Ties go to the lower
+    index, NaN ranks lowest, places a row cannot fill hold -inf / -1. The order within
+    a row is unspecified unless ``sorted=True`` (descending value, then ascending index).
+    """
+    _check_topk(logits, row_ends, k)
+    if not isinstance(sorted, bool):
+        raise TypeError(f"sorted: expected a bool, got {describe(sorted)}")
+    return torch.ops.fp4.select_topk(logits, row_ends, k, sorted, backend)
+
+
+def decode_layout(
+    seq_lens: Tensor,
+    query_lens: Tensor,
+    num_rows: int,
+    dcp_rank: int = 0,
+    dcp_world_size: int = 1,
+    interleave: int = 1,
+) -> tuple[Tensor, Tensor]:
+    """Rows -> requests and visible keys, on device.
+
+    seq_lens: int [>= requests], tokens per request including this step's.
+    query_lens: int [requests], rows per request (speculative verify rows; non-uniform is fine).
+    num_rows: Python int, rows scored (graph padding included).
+    Returns (query_starts int32 [requests + 1], row_ends int32 [num_rows]): row ``p`` of
+    request ``i`` sees global keys ``[0, seq_lens[i] - query_lens[i] + p + 1)``; with DCP,
+    ``row_ends`` counts those local to ``dcp_rank``; padding rows get 0.
+    """
+    check_layout_args(num_rows, dcp_rank, dcp_world_size, interleave)
+    check_lengths(seq_lens, query_lens)
+    return torch.ops.fp4.decode_layout(seq_lens, query_lens, num_rows, dcp_rank, dcp_world_size, interleave)

@@ -1,0 +1,65 @@
+"""Input builders shared by the tests: fresh random data, permuted pages, merged-page strides."""
+
+import torch
+
+import fp4_inductor as fp4
+from fp4_inductor import formats as F
+from fp4_inductor import reference
+
+
+def merged_cache(pages, device, page_bytes=8192, offset=1024, gen=None):
+    """An index section inside merged pages, the other bytes of each page filled with noise."""
+    buffer, cache = fp4.allocate_merged_cache(pages, page_bytes=page_bytes, index_offset=offset, device=device)
+    buffer.copy_(torch.randint(0, 256, buffer.shape, generator=gen, dtype=torch.uint8).to(device))
+    return buffer, cache
+
+
+def random_keys(n, gen, dtype=torch.float32, device="cpu"):
+    """Gaussian keys with per-row magnitudes over many binades."""
+    magnitude = torch.exp2(torch.randint(-12, 12, (n, 1), generator=gen).float())
+    return (torch.randn(n, F.HEAD_DIM, generator=gen) * magnitude).to(dtype).to(device)
+
+
+def scoring_case(gen, device, query_lens, seq_lens, heads=32, pages_per_request=None, page_bytes=8192, dtype=torch.float32):
+    """Requests with non-uniform verify rows over a cache in permuted merged pages."""
+    query_lens = torch.tensor(query_lens)
+    seq_lens = torch.tensor(seq_lens)
+    requests = len(query_lens)
+    needed = int((seq_lens.max() + F.PAGE_TOKENS - 1) // F.PAGE_TOKENS)
+    pages_per_request = pages_per_request or needed + 1
+    total_pages = requests * pages_per_request + 3
+    buffer, cache = merged_cache(total_pages, "cpu", page_bytes=page_bytes, gen=gen)
+    keys = random_keys(total_pages * F.PAGE_TOKENS, gen)
+    reference.store_keys(keys, cache, torch.arange(keys.shape[0]))
+    buffer = buffer.to(device)
+    cache = fp4.index_section(buffer, 1024)
+    block_table = torch.randperm(total_pages, generator=gen)[: requests * pages_per_request].view(requests, -1).int()
+    rows = int(query_lens.sum()) + 2  # two graph-padding rows
+    q = (torch.randn(rows, heads, F.HEAD_DIM, generator=gen) * 3).to(dtype)
+    weights = torch.randn(rows, heads, generator=gen)
+    query_starts, row_ends = fp4.decode_layout(seq_lens, query_lens, rows)
+    to = lambda t: t.to(device)
+    return dict(
+        cache=cache, buffer=buffer, block_table=to(block_table), q=to(q), weights=to(weights),
+        query_starts=to(query_starts), row_ends=to(row_ends), max_query_len=int(query_lens.max()),
+    )
+
+
+def float64_scores(query, cache, weights, block_table, query_starts, row_ends, magnitude=False):
+    """The scoring definition in float64 over dequantized inputs, one row at a time.
+
+    ``magnitude=True`` sums ``|w| * relu(s)`` instead: the scale of the float32 rounding
+    error of an entry, whatever cancellation the signed weights cause."""
+    if magnitude:
+        weights = weights.abs()
+    q = reference.dequantize_queries(*[t.cpu() for t in query], dtype=torch.float64)
+    cache, block_table = cache.cpu(), block_table.cpu().long()
+    starts, ends = query_starts.cpu().tolist(), row_ends.cpu().tolist()
+    width = block_table.shape[1] * F.PAGE_TOKENS
+    out = torch.full((q.shape[0], width), float("nan"), dtype=torch.float64)
+    for i in range(len(starts) - 1):
+        keys = reference.dequantize_pages(cache, block_table[i].clamp(0, cache.shape[0] - 1), torch.float64).flatten(0, 1)
+        for r in range(starts[i], starts[i + 1]):
+            s = (q[r] @ keys[: ends[r]].T).relu()
+            out[r, : ends[r]] = weights[r].cpu().double() @ s
+    return out

@@ -1,0 +1,166 @@
+"""Bit-exact FP4 quantization: every E2M1 code point, every rounding tie, the scale rule,
+NaN/Inf groups, and agreement of every backend with the reference."""
+
+import math
+
+import pytest
+import torch
+
+import fp4_inductor as fp4
+from fp4_inductor import formats as F
+from fp4_inductor import reference
+
+from helpers import merged_cache, random_keys
+
+
+def quantize_one(value: float, amax: float = 6.0):
+    """Quantize a group whose largest magnitude is ``amax`` (scale byte 127 for amax=6) and
+    return the code of element 1, which holds ``value``."""
+    x = torch.zeros(1, F.HEAD_DIM)
+    x[0, 0] = amax
+    x[0, 1] = value
+    payload, scales = reference.quantize_fp4(x)
+    return (int(payload[0, 0]) >> 4), int(scales[0, 0])
+
+
+@pytest.mark.parametrize("code", range(16))
+def test_e2m1_code_point(code):
+    value = F.E2M1_VALUES[code & 7] * (-1 if code & 8 else 1)
+    if code == 8:
+        value = -0.0
+    got, scale = quantize_one(value)
+    assert scale == 127
+    assert got == code, f"value {value}: code {got:#x}, expected {code:#x}"
+    x = torch.zeros(1, F.HEAD_DIM)
+    x[0, 0], x[0, 1] = 6.0, value
+    back = reference.dequantize_fp4(*reference.quantize_fp4(x))
+    assert back[0, 1].item() == value and math.copysign(1, back[0, 1].item()) == math.copysign(1, value)
+
+
+@pytest.mark.parametrize(
+    "value, code",
+    [(0.25, 0), (0.75, 2), (1.25, 2), (1.75, 4), (2.5, 4), (3.5, 6), (5.0, 6),
+     (-0.25, 8), (-0.75, 10), (-1.25, 10), (-1.75, 12), (-2.5, 12), (-3.5, 14), (-5.0, 14)],
+    ids=lambda v: str(v),
+)
+def test_rounding_tie_to_even(value, code):
+    assert quantize_one(value)[0] == code
+
+
+@pytest.mark.parametrize("value, code", [(0.2500001, 1), (0.7499999, 1), (1.2500001, 3), (4.9999, 6), (5.0001, 7)])
+def test_rounding_off_tie(value, code):
+    assert quantize_one(value)[0] == code
+
+
+def test_sign_kept_on_zero_code():
+    assert quantize_one(-0.1)[0] == 0x8
+    assert quantize_one(0.1)[0] == 0x0
+
+
+@pytest.mark.parametrize(
+    "amax, scale",
+    [(6.0, 127), (6.0000005, 128), (3.0, 126), (12.0, 128), (9.0, 128), (9.5, 128), (1.0, 125),
+     (0.0, 5), (2.0**-130, 5), (448.0, 134), (6.0 * 2.0**100, 227), (3.0e38, 253)],
+)
+def test_scale_rule_round_up(amax, scale):
+    x = torch.zeros(1, F.HEAD_DIM)
+    x[0, 5] = amax
+    payload, scales = reference.quantize_fp4(x)
+    assert int(scales[0, 0]) == scale
+    # No element saturates: amax / 2**(b - 127) <= 6.
+    assert amax / 2.0 ** (scale - 127) <= 6.0
+
+
+def test_scale_matches_log2_definition(gen):
+    amax = torch.exp2(torch.empty(4096).uniform_(-100, 100, generator=gen))
+    got = reference.scale_bytes(amax)
+    want = [min(max(math.ceil(math.log2(max(a, 2.0**-120) / 6)) + 127, 0), 254) for a in amax.double().tolist()]
+    assert got.tolist() == want
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_nonfinite_group_gets_nan_scale(bad):
+    x = torch.randn(1, F.HEAD_DIM)
+    x[0, 40] = bad  # group 1
+    payload, scales = reference.quantize_fp4(x)
+    assert scales[0].tolist()[1] == 255 and all(s != 255 for i, s in enumerate(scales[0].tolist()) if i != 1)
+    assert payload[0, 16:32].eq(0).all()
+    back = reference.dequantize_fp4(payload, scales)
+    assert back[0, 32:64].isnan().all() and back[0, :32].isfinite().all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_quantize_roundtrip_error_bound(dtype, gen):
+    x = random_keys(64, gen, dtype)
+    back = reference.dequantize_fp4(*reference.quantize_fp4(x))
+    groups = x.float().unflatten(-1, (4, 32))
+    scale = torch.exp2(reference.quantize_fp4(x)[1].double() - 127).unsqueeze(-1)
+    # Half a step of the largest E2M1 gap (2.0) at the group's scale, never more.
+    assert ((back.unflatten(-1, (4, 32)) - groups).abs() <= scale * 1.0).all()
+
+
+def test_store_keys_backend_bit_exact(backend_device, gen):
+    """Two index sections interleaved in one merged buffer: each gets exactly the reference
+    bytes; the other section and the bytes between them are untouched."""
+    backend, device = backend_device
+    pages, page_bytes = 5, 2 * 4352 + 256
+    buffer = torch.randint(0, 256, (pages, page_bytes), generator=gen, dtype=torch.uint8)
+    expected = buffer.clone()
+    first, second = fp4.index_section(expected, 0), fp4.index_section(expected, 4352 + 128)
+    k1, k2 = random_keys(150, gen, torch.bfloat16), random_keys(90, gen, torch.float16)
+    k1[7, 3] = float("nan")
+    s1 = torch.randperm(pages * 64, generator=gen)[:150]
+    s2 = torch.randperm(pages * 64, generator=gen)[:90].int()
+    s1[::9] = -1
+    s2[5] = pages * 64 + 3  # past the end: skipped
+    reference.store_keys(k1, first, s1)
+    reference.store_keys(k2, second, s2)
+
+    buffer = buffer.to(device)
+    fp4.store_keys(k1.to(device), fp4.index_section(buffer, 0), s1.to(device), backend=backend)
+    fp4.store_keys(k2.to(device), fp4.index_section(buffer, 4352 + 128), s2.to(device), backend=backend)
+    diff = (buffer.cpu() != expected).nonzero()
+    assert diff.numel() == 0, f"{len(diff)} bytes differ, first at [page, byte] {diff[0].tolist()}"
+
+
+def test_store_keys_all_padding_writes_nothing(backend_device, gen):
+    backend, device = backend_device
+    buffer, cache = merged_cache(2, device, gen=gen)
+    before = buffer.clone()
+    fp4.store_keys(random_keys(4, gen).to(device), cache, torch.full((4,), -1, device=device), backend=backend)
+    assert torch.equal(buffer, before)
+
+
+def test_store_keys_lands_at_slot(gen):
+    """The bytes of a key sit where SPEC section 2 puts them."""
+    buffer, cache = merged_cache(3, "cpu", gen=gen)
+    key = random_keys(1, gen)
+    reference.store_keys(key, cache, torch.tensor([2 * 64 + 37]))
+    payload, scales = reference.quantize_fp4(key)
+    section = buffer[2, 1024 : 1024 + F.SECTION_BYTES]
+    for g in range(4):
+        for b in range(16):
+            assert section[F.section_payload_offset(37, g, b)] == payload[0, g * 16 + b]
+        assert section[F.section_scale_offset(37, g)] == scales[0, g]
+
+
+@pytest.mark.parametrize("heads", [16, 32, 64])
+def test_quantize_queries_layout_and_backends(heads, backend_device, gen):
+    backend, device = backend_device
+    q = random_keys(7 * heads, gen, torch.bfloat16).view(7, heads, F.HEAD_DIM)
+    payload, scales = fp4.quantize_queries(q.to(device), backend=backend)
+    want_payload, want_scales = reference.quantize_fp4(q)
+    assert torch.equal(payload.cpu(), want_payload)
+    for h in range(heads):
+        for g in range(4):
+            assert scales[0, 0, g, h % 16, h // 16] == want_scales[0, h, g]
+    assert scales[:, :, :, :, heads // 16 :].eq(F.QUERY_SCALE_FILL).all()
+    ref_payload, ref_scales = fp4.quantize_queries(q, backend="reference")
+    assert torch.equal(scales.cpu(), ref_scales) and torch.equal(payload.cpu(), ref_payload)
+
+
+def test_dequantize_queries_inverts_layout(gen):
+    q = random_keys(3 * 32, gen).view(3, 32, F.HEAD_DIM)
+    back = fp4.dequantize_queries(*fp4.quantize_queries(q))
+    direct = reference.dequantize_fp4(*reference.quantize_fp4(q))
+    assert torch.equal(back, direct)
