@@ -185,10 +185,19 @@ def bench_topk(table: Table, rows: int, width: int, k: int, device):
     table.add(f"torch.topk k={k} {rows}x{width}", ref, bytes_moved)
 
 
-def bench_store(table: Table, n: int, device):
-    _, cache = fp4.allocate_merged_cache(n // F.PAGE_TOKENS, page_bytes=8192, index_offset=1024, device=device)
+def store_case(n: int, device):
+    """n bf16 keys appended to requests of 4096 tokens whose pages are permuted in the cache."""
+    pages = n // F.PAGE_TOKENS
+    _, cache = fp4.allocate_merged_cache(pages, page_bytes=8192, index_offset=1024, device=device)
     keys = torch.randn(n, F.HEAD_DIM, device=device, dtype=torch.bfloat16)
-    slots = torch.randperm(n, device=device).int()
+    page_of = torch.randperm(pages, device=device)
+    token = torch.arange(n, device=device)
+    slots = (page_of[token // F.PAGE_TOKENS] * F.PAGE_TOKENS + token % F.PAGE_TOKENS).int()
+    return keys, cache, slots
+
+
+def bench_store(table: Table, n: int, device):
+    keys, cache, slots = store_case(n, device)
     us = median_us(lambda: fp4.store_keys(keys, cache, slots))
     table.add(f"store_keys {n} bf16 keys", us, n * (256 + KEY_BYTES + 4))
 
@@ -203,7 +212,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--aiter-root", default=None, help="folder of the aiter package (default: the installed one)")
     parser.add_argument("--quick", action="store_true", help="the B=64 x 32768, next_n=2 row only")
-    parser.add_argument("--no-torch-peer", action="store_true")
+    parser.add_argument("--no-peers", action="store_true", help="skip the AITER and PyTorch peers")
+    parser.add_argument("--only", choices=("score", "topk", "store"), default=None)
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         raise SystemExit("fp4_inductor.bench needs a CUDA or ROCm GPU")
@@ -213,16 +223,32 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{torch.cuda.get_device_name()} | torch {torch.__version__} | triton {triton.__version__}")
     table = Table(copy_ceiling_gbps(device))
     print(f"copy ceiling: {table.ceiling:.0f} GB/s (read + write)")
-    peer = load_aiter_fp8_peer(args.aiter_root)
-    print("AITER FP8 peer:", "loaded" if peer is not None else "not found (pip install amd-aiter, or --aiter-root)")
+    peer = None if args.no_peers else load_aiter_fp8_peer(args.aiter_root)
+    print("AITER FP8 peer:", "loaded" if peer is not None else "not used (pip install amd-aiter, or --aiter-root)")
     shapes = [(64, 32768, 2)] if args.quick else [(64, 32768, 1), (64, 32768, 2), (64, 32768, 4), (16, 131072, 2)]
-    for requests, context, next_n in shapes:
-        bench_scoring(table, requests, context, next_n, 64, device, peer, not args.no_torch_peer)
-    bench_topk(table, 64, 32768, 2048, device)
-    bench_topk(table, 32, 131072, 2048, device)
-    bench_store(table, 1 << 20, device)
-    bench_quantize_queries(table, 128, 64, device)
+    if args.only in (None, "score"):
+        for requests, context, next_n in shapes:
+            bench_scoring(table, requests, context, next_n, 64, device, peer, not args.no_peers)
+    if args.only in (None, "topk"):
+        bench_topk(table, 64, 32768, 2048, device)
+        bench_topk(table, 32, 131072, 2048, device)
+    if args.only in (None, "store"):
+        bench_store(table, 1 << 20, device)
+        bench_quantize_queries(table, 128, 64, device)
     table.print()
+    print_kernel_stats()
+
+
+def print_kernel_stats() -> None:
+    """Registers and spills of every compiled kernel (a spill is the first thing to look for)."""
+    from fp4_inductor.kernels import quantize, score, topk
+
+    for kernel in (score.score_paged_kernel, topk.select_topk_kernel, quantize.store_keys_kernel,
+                   quantize.quantize_queries_kernel):
+        for per_device in getattr(kernel, "device_caches", {}).values():
+            for compiled in per_device[0].values():
+                print(f"{kernel.fn.__name__}: {compiled.n_regs} registers, {compiled.n_spills} spills, "
+                      f"{compiled.metadata.shared} B shared, {compiled.metadata.num_warps} warps")
 
 
 if __name__ == "__main__":

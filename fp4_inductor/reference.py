@@ -94,7 +94,7 @@ def store_keys(keys: torch.Tensor, cache: torch.Tensor, slots: torch.Tensor) -> 
     # first valid row (same target, same bytes), or rewrite slot 0 with the
     # bytes it already holds when no row is valid.
     first = valid.to(torch.int32).argmax()
-    any_valid = valid[first]
+    any_valid = valid.any()
     source = torch.where(valid, torch.arange(n, device=keys.device), first)
     slot = torch.where(any_valid, slots[source], 0)
     page, token = slot // F.PAGE_TOKENS, slot % F.PAGE_TOKENS

@@ -14,14 +14,23 @@ def merged_cache(pages, device, page_bytes=8192, offset=1024, gen=None):
     return buffer, cache
 
 
-def random_keys(n, gen, dtype=torch.float32, device="cpu"):
-    """Gaussian keys with per-row magnitudes over many binades."""
+def random_keys(n, gen, dtype=torch.float32, device="cpu", group_spread=0):
+    """Gaussian keys with per-row magnitudes over many binades; ``group_spread`` > 0 also scales
+    each 32-element group by up to 2**group_spread (wide scale spreads inside one key)."""
     magnitude = torch.exp2(torch.randint(-12, 12, (n, 1), generator=gen).float())
-    return (torch.randn(n, F.HEAD_DIM, generator=gen) * magnitude).to(dtype).to(device)
+    x = torch.randn(n, F.HEAD_DIM, generator=gen) * magnitude
+    if group_spread:
+        spread = torch.exp2(torch.randint(0, group_spread + 1, (n, F.GROUPS, 1), generator=gen).float())
+        x = (x.view(n, F.GROUPS, -1) * spread).view(n, F.HEAD_DIM)
+    return x.to(dtype).to(device)
 
 
-def scoring_case(gen, device, query_lens, seq_lens, heads=32, pages_per_request=None, page_bytes=8192, dtype=torch.float32):
-    """Requests with non-uniform verify rows over a cache in permuted merged pages."""
+def scoring_case(
+    gen, device, query_lens, seq_lens, heads=32, pages_per_request=None, page_bytes=8192, dtype=torch.float32,
+    key_spread=0, query_spread=0,
+):
+    """Requests with non-uniform verify rows over a cache in permuted merged pages; the spreads
+    make group scales inside a key / a query head differ by up to 2**spread."""
     query_lens = torch.tensor(query_lens)
     seq_lens = torch.tensor(seq_lens)
     requests = len(query_lens)
@@ -29,13 +38,13 @@ def scoring_case(gen, device, query_lens, seq_lens, heads=32, pages_per_request=
     pages_per_request = pages_per_request or needed + 1
     total_pages = requests * pages_per_request + 3
     buffer, cache = merged_cache(total_pages, "cpu", page_bytes=page_bytes, gen=gen)
-    keys = random_keys(total_pages * F.PAGE_TOKENS, gen)
+    keys = random_keys(total_pages * F.PAGE_TOKENS, gen, group_spread=key_spread)
     reference.store_keys(keys, cache, torch.arange(keys.shape[0]))
     buffer = buffer.to(device)
     cache = fp4.index_section(buffer, 1024)
     block_table = torch.randperm(total_pages, generator=gen)[: requests * pages_per_request].view(requests, -1).int()
     rows = int(query_lens.sum()) + 2  # two graph-padding rows
-    q = (torch.randn(rows, heads, F.HEAD_DIM, generator=gen) * 3).to(dtype)
+    q = random_keys(rows * heads, gen, group_spread=query_spread).view(rows, heads, F.HEAD_DIM).to(dtype)
     weights = torch.randn(rows, heads, generator=gen)
     query_starts, row_ends = fp4.decode_layout(seq_lens, query_lens, rows)
     to = lambda t: t.to(device)

@@ -16,6 +16,9 @@ CASES = {
     "single": dict(query_lens=[1], seq_lens=[300]),
     "short-rows": dict(query_lens=[3, 1], seq_lens=[2, 0]),  # rows with no keys at all
     "long-verify": dict(query_lens=[8, 5], seq_lens=[190, 77]),
+    # Group scales inside a key / a query head far apart: the kernels' exact slow path.
+    "key-spread": dict(query_lens=[2, 1], seq_lens=[200, 130], key_spread=12),
+    "query-spread": dict(query_lens=[1, 2], seq_lens=[100, 140], query_spread=12),
 }
 
 

@@ -3,8 +3,8 @@
 Both use ``fp4_groups``, the bit-exact twin of ``reference.quantize_fp4``: the
 scale byte comes from the bits of amax (no log2), the codes from counting
 thresholds, so the interpreter, the GPU and the reference agree to the bit.
-Elements are loaded as two halves (even / odd) so each packed byte is
-``even | odd << 4`` with no reshuffle in registers.
+Rows are loaded whole (contiguous, vectorized) and split in registers into the
+even and odd elements of each group, so each packed byte is ``even | odd << 4``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,13 @@ def load_float(ptr, offsets, mask, IS_BF16: tl.constexpr):
         return (bits << 16).to(tl.float32, bitcast=True)
     else:
         return tl.load(ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+
+
+@triton.jit
+def load_groups(ptr, row_offsets, mask, IS_BF16: tl.constexpr):
+    """Rows of 128 elements at ``ptr + row_offsets`` [R] -> (even, odd) float32 [R, 4, 16]."""
+    x = load_float(ptr, row_offsets[:, None] + tl.arange(0, 128)[None, :], mask[:, None], IS_BF16)
+    return tl.split(tl.reshape(x, (x.shape[0], 4, 16, 2)))
 
 
 @triton.jit
@@ -73,11 +80,10 @@ def store_keys_kernel(
     row = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
     slot = tl.load(slots_ptr + row, mask=row < n, other=-1).to(tl.int64)
     ok = (slot >= 0) & (slot < capacity)
+    even, odd = load_groups(keys_ptr, row.to(tl.int64) * key_stride, row < n, IS_BF16)
+    payload, scale = fp4_groups(even, odd)
     g = tl.arange(0, 4)[None, :, None]
     i = tl.arange(0, 16)[None, None, :]
-    element = row.to(tl.int64)[:, None, None] * key_stride + g * 32 + 2 * i
-    mask = (row < n)[:, None, None]
-    payload, scale = fp4_groups(load_float(keys_ptr, element, mask, IS_BF16), load_float(keys_ptr, element + 1, mask, IS_BF16))
     page = slot // 64
     token = slot % 64
     section = cache_ptr + page * page_stride
@@ -90,12 +96,13 @@ def store_keys_kernel(
 def quantize_queries_kernel(q_ptr, stride_r, stride_h, payload_ptr, scales_ptr, HEADS: tl.constexpr, IS_BF16: tl.constexpr):
     # One program per row; 64 virtual heads so that the unused scale slots get 127.
     r = tl.program_id(0).to(tl.int64)
-    h = tl.arange(0, 64)[:, None, None]
+    heads = tl.arange(0, 64)
+    even, odd = load_groups(q_ptr, r * stride_r + heads * stride_h, heads < HEADS, IS_BF16)
+    payload, scale = fp4_groups(even, odd)
+    h = heads[:, None, None]
     g = tl.arange(0, 4)[None, :, None]
     i = tl.arange(0, 16)[None, None, :]
-    element = r * stride_r + h * stride_h + g * 32 + 2 * i
     mask = h < HEADS
-    payload, scale = fp4_groups(load_float(q_ptr, element, mask, IS_BF16), load_float(q_ptr, element + 1, mask, IS_BF16))
     tl.store(payload_ptr + r * (HEADS * 64) + h * 64 + g * 16 + i, payload.to(tl.uint8), mask=mask)
     h2 = tl.arange(0, 64)[:, None]
     g2 = tl.arange(0, 4)[None, :]
@@ -109,17 +116,17 @@ def _float_source(x: torch.Tensor) -> tuple[torch.Tensor, bool]:
     return x, False
 
 
-def launch_store_keys(keys: torch.Tensor, cache: torch.Tensor, slots: torch.Tensor) -> None:
+def launch_store_keys(keys: torch.Tensor, cache: torch.Tensor, slots: torch.Tensor, **tuning) -> None:
     n = keys.shape[0]
     if n == 0 or cache.shape[0] == 0:
         return
     if keys.stride(1) != 1:
         raise ValueError(f"keys: expected unit stride along the 128 elements, got strides {keys.stride()}")
     source, is_bf16 = _float_source(keys)
-    block = 32
+    block = tuning.get("block", 32)
     wrap_triton(store_keys_kernel)[(triton.cdiv(n, block),)](
         source, keys.stride(0), slots, cache, cache.stride(0), n, cache.shape[0] * F.PAGE_TOKENS,
-        IS_BF16=is_bf16, BLOCK_T=block, num_warps=4,
+        IS_BF16=is_bf16, BLOCK_T=block, num_warps=tuning.get("num_warps", 4),
     )
 
 

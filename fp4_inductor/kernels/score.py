@@ -1,16 +1,30 @@
-"""Paged FP4 indexer scoring with shared-key row groups.
+"""Paged FP4 indexer scoring with shared-key row groups, on exact integer tensor cores.
 
-One program scores one run of pages of one request for *all* of that
-request's rows (up to ``ROWS``), so each key page is read once per request,
-not once per verify row. Keys are the MMA's M side (a tile of 64 * TILE_PAGES
-tokens), the request's rows x heads its N side; each of the four 32-element
-groups is one K=32 dot whose exact E2M1 products are scaled by the key and
-query group scales in float32.
+One program scores a run of pages of one request for *all* of that request's
+rows (up to ``ROWS``), so each key page is read once per request, not once
+per verify row. Keys are the MMA's M side (64 * TILE_PAGES tokens), the
+request's rows x heads its N side.
 
-E2M1 -> FP8 E4M3 is a bit shift: nibble ``s eem`` -> byte ``s 000 0eem 00``
-has the value E2M1 * 2**-6 (both formats share the subnormal step), so the
-GPU path converts with two masks and two shifts and the dot is exact. The
-interpreter, which has no FP8, takes the same values through float16 bits.
+E2M1 values times 2 are the integers {0, 1, 2, 3, 4, 6, 8, 12}. Within one
+key (and one query head) the four group scales usually differ by at most
+2**3, so each group is shifted left by its distance to the largest scale and
+the whole 128-element dot runs as one int8 x int8 -> int32 product: exact,
+whatever the order of accumulation. The largest scales come back as one
+factor per key and one per column, and since ``relu(a * s) = s * relu(a)``
+for ``s > 0`` the per-column factor folds into the head weights:
+
+    logit[j] = 2**(kmax[j] - 131) * sum_c w[c] 2**(qmax[c] - 131) * relu(acc[j, c])
+
+A tile holding a key whose group scales span more than 2**3 (or a program
+whose query does) takes the exact slow path: one masked dot per group, each
+scaled in float32.
+
+On the GPU, FP4 bytes become int8 operands through a PTX byte permute
+(``prmt``) from an 8-entry table per (key, group): about two instructions per
+element. The interpreter builds the same operands with plain integer ops.
+The operand of a key is split in two K=64 halves: ``a`` holds elements
+``8v + 0..3`` at columns ``4v + 0..3``, ``b`` elements ``8v + 4..7``; the
+query operands use the same order.
 """
 
 from __future__ import annotations
@@ -22,30 +36,103 @@ from torch.library import wrap_triton
 
 from .. import formats as F
 
+FOLD_LIMIT = tl.constexpr(3)  # 12 << 3 = 96 still fits int8
+
+# $2: four payload bytes (elements 0..7 of an 8-element run); $3: the run's group shift in each
+# byte (255: a group left out, shl clamps to 0). Out $0: int8 elements 0..3, $1: elements 4..7.
+# Magnitudes come from the constant table by prmt, are shifted in place (at most 12 << 3 = 96,
+# so no byte overflows), and negated bytewise by ((~m & 0x7F) + 1) ^ 0x80, which keeps -0 at 0.
+_PRMT_ASM = tl.constexpr("""
+{
+.reg .b32 tl, th, sh, sel, mag, neg, msk, hi;
+mov.b32 tl, 0x03020100;
+mov.b32 th, 0x0C080604;
+and.b32 sh, $3, 0xFF;
+and.b32 sel, $2, 0x7777;
+prmt.b32 mag, tl, th, sel;
+shl.b32 mag, mag, sh;
+not.b32 neg, mag;
+and.b32 neg, neg, 0x7F7F7F7F;
+add.u32 neg, neg, 0x01010101;
+xor.b32 neg, neg, 0x80808080;
+shl.b32 msk, $2, 4;
+prmt.b32 msk, msk, $2, 0xD9C8;
+and.b32 neg, neg, msk;
+not.b32 msk, msk;
+and.b32 mag, mag, msk;
+or.b32 $0, mag, neg;
+shr.b32 hi, $2, 16;
+and.b32 sel, hi, 0x7777;
+prmt.b32 mag, tl, th, sel;
+shl.b32 mag, mag, sh;
+not.b32 neg, mag;
+and.b32 neg, neg, 0x7F7F7F7F;
+add.u32 neg, neg, 0x01010101;
+xor.b32 neg, neg, 0x80808080;
+shl.b32 msk, hi, 4;
+prmt.b32 msk, msk, hi, 0xD9C8;
+and.b32 neg, neg, msk;
+not.b32 msk, msk;
+and.b32 mag, mag, msk;
+or.b32 $1, mag, neg;
+}
+""")
+
 
 @triton.jit
-def e2m1_operand(nibble, USE_FP8: tl.constexpr):
-    """E2M1 nibble (int32) -> its value * 2**-6, as FP8 E4M3 (GPU) or float32 (interpreter)."""
-    if USE_FP8:
-        byte = ((nibble & 8) << 4) | ((nibble & 7) << 2)
-        return byte.to(tl.uint8).to(tl.float8e4nv, bitcast=True)
+def signed_magnitude(nibble, shift):
+    """E2M1 nibble (int32) -> int32 value * 2 << shift (the interpreter's operand builder)."""
+    c = nibble & 7
+    magnitude = tl.where(c == 0, 0, ((2 | (c & 1)) << (c >> 1)) >> 1) << shift
+    return tl.where((nibble & 8) != 0, -magnitude, magnitude)
+
+
+@triton.jit
+def key_operands(section, token, shift, ASM: tl.constexpr):
+    """int8 operands (a, b) [M, 64] of the keys at ``section`` [M, 1] (pointer to each key's
+    section) and ``token`` [M, 1]; ``shift`` int32 [M, 4]: left shift per group (-1: zero group)."""
+    col = tl.arange(0, 64)[None, :]
+    group = col // 16
+    # Broadcast the per-group shift over the 16 columns of each group.
+    s = tl.reshape(tl.broadcast_to(shift[:, :, None], (shift.shape[0], 4, 16)), (shift.shape[0], 64))
+    if ASM:
+        payload = tl.load(section + group * 1024 + token * 16 + col % 16)
+        a, b = tl.inline_asm_elementwise(
+            _PRMT_ASM, "=r,=r,r,r", [payload, tl.where(s >= 0, s, 255).to(tl.uint8)],
+            dtype=(tl.int8, tl.int8), is_pure=True, pack=4,
+        )
+        return a, b
     else:
-        half = ((nibble & 8) << 12) | ((nibble & 7) << 9)  # E2M1 * 2**-14 in float16 bits
-        return half.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32) * 256.0
+        # Column 4v + i of ``a`` is element 8v + i: byte 4v + i // 2, nibble i % 2.
+        byte = (col // 4) * 4 + (col % 4) // 2
+        nibble_shift = (col % 2) * 4
+        base = section + (byte // 16) * 1024 + token * 16 + byte % 16
+        raw_a = tl.load(base).to(tl.int32) >> nibble_shift
+        raw_b = tl.load(base + 2).to(tl.int32) >> nibble_shift
+        a = tl.where(s >= 0, signed_magnitude(raw_a, tl.maximum(s, 0)), 0)
+        b = tl.where(s >= 0, signed_magnitude(raw_b, tl.maximum(s, 0)), 0)
+        return a.to(tl.int8), b.to(tl.int8)
 
 
 @triton.jit
-def scale_value(byte):
-    """UE8M0 byte -> 2**(b - 127 + 6) (the 2**6 undoes the operand's 2**-6); 255 -> NaN."""
-    value = ((byte + 6) << 23).to(tl.float32, bitcast=True)
-    return tl.where(byte == 255, float("nan"), value)
+def query_operands(q_base, c_ok, shift):
+    """int8 operands (a, b) [64, N] of the query columns at ``q_base`` [N] (64 payload bytes each);
+    ``shift`` int32 [N, 4] per group, -1 for a group left out."""
+    k = tl.arange(0, 64)[:, None]
+    byte = (k // 4) * 4 + (k % 4) // 2
+    nibble_shift = (k % 2) * 4
+    s = tl.reshape(tl.broadcast_to(tl.trans(shift)[:, None, :], (4, 16, shift.shape[0])), (64, shift.shape[0]))
+    raw_a = tl.load(q_base[None, :] + byte, mask=c_ok[None, :], other=0).to(tl.int32) >> nibble_shift
+    raw_b = tl.load(q_base[None, :] + byte + 2, mask=c_ok[None, :], other=0).to(tl.int32) >> nibble_shift
+    a = tl.where(s >= 0, signed_magnitude(raw_a, tl.maximum(s, 0)), 0)
+    b = tl.where(s >= 0, signed_magnitude(raw_b, tl.maximum(s, 0)), 0)
+    return a.to(tl.int8), b.to(tl.int8)
 
 
 @triton.jit
-def group_operand(packed, USE_FP8: tl.constexpr):
-    """packed: int32 [X, 16] bytes of one group -> [X, 32] operand in element order."""
-    both = tl.join(e2m1_operand(packed & 15, USE_FP8), e2m1_operand(packed >> 4, USE_FP8))
-    return tl.reshape(both, (packed.shape[0], 32))
+def power_of_two(byte, times):
+    """2**(byte - 127) * times for a UE8M0 byte (int32); 255 -> NaN; byte 0 reads as 0."""
+    return tl.where(byte == 255, float("nan"), (byte << 23).to(tl.float32, bitcast=True) * times)
 
 
 @triton.jit
@@ -65,7 +152,7 @@ def score_paged_kernel(
     HEADS: tl.constexpr,
     ROWS: tl.constexpr,
     TILE_PAGES: tl.constexpr,
-    USE_FP8: tl.constexpr,
+    ASM: tl.constexpr,
 ):
     request = tl.program_id(0)
     split = tl.program_id(1)
@@ -82,70 +169,78 @@ def score_paged_kernel(
     page_begin = split * pages_per_split
     page_end = tl.minimum(page_begin + pages_per_split, pages_needed)
     if page_begin < page_end:
-        # The query block: N columns (row, head), four groups of 32, loaded once.
+        # The query block: N columns (row, head), loaded and converted once.
         c = tl.arange(0, N)
         c_row = first_row + c // HEADS
         c_head = c % HEADS
         c_ok = (c // HEADS) < rows_here
-        q_base = q_payload_ptr + c_row.to(tl.int64)[:, None] * (HEADS * 64) + c_head[:, None] * 64
-        b16 = tl.arange(0, 16)[None, :]
-        q0 = tl.trans(group_operand(tl.load(q_base + b16, mask=c_ok[:, None], other=0).to(tl.int32), USE_FP8))
-        q1 = tl.trans(group_operand(tl.load(q_base + 16 + b16, mask=c_ok[:, None], other=0).to(tl.int32), USE_FP8))
-        q2 = tl.trans(group_operand(tl.load(q_base + 32 + b16, mask=c_ok[:, None], other=0).to(tl.int32), USE_FP8))
-        q3 = tl.trans(group_operand(tl.load(q_base + 48 + b16, mask=c_ok[:, None], other=0).to(tl.int32), USE_FP8))
+        q_base = q_payload_ptr + c_row.to(tl.int64) * (HEADS * 64) + c_head * 64
+        g4 = tl.arange(0, 4)[None, :]
         # Query scale of head h, group g at [r, 0, g, h % 16, h // 16].
-        qs_base = q_scales_ptr + c_row.to(tl.int64) * 256 + (c_head % 16) * 4 + c_head // 16
-        sq0 = scale_value(tl.load(qs_base, mask=c_ok, other=127).to(tl.int32))
-        sq1 = scale_value(tl.load(qs_base + 64, mask=c_ok, other=127).to(tl.int32))
-        sq2 = scale_value(tl.load(qs_base + 128, mask=c_ok, other=127).to(tl.int32))
-        sq3 = scale_value(tl.load(qs_base + 192, mask=c_ok, other=127).to(tl.int32))
+        q_scale_at = q_scales_ptr + c_row.to(tl.int64)[:, None] * 256 + g4 * 64 + ((c_head % 16) * 4 + c_head // 16)[:, None]
+        q_exp = tl.load(q_scale_at, mask=c_ok[:, None], other=127).to(tl.int32)  # [N, 4]
+        q_max = tl.max(q_exp, axis=1)
+        q_fold = FOLD_LIMIT - (q_max[:, None] - q_exp)
+        query_folds = tl.min(tl.min(q_fold, axis=1), axis=0) >= 0
+        qa, qb = query_operands(q_base, c_ok, tl.maximum(q_fold, 0))
+        qa_raw, qb_raw = query_operands(q_base, c_ok, tl.zeros_like(q_exp))
         w = tl.load(weights_ptr + c_row.to(tl.int64) * HEADS + c_head, mask=c_ok, other=0.0)
+        w_folded = w * power_of_two(q_max, 0.0625)
+        w_folded = tl.where(c_ok, w_folded, 0.0)
 
         m = tl.arange(0, M)
-        token = m % 64
-        scale_at = 4096 + (token % 16) * 4 + token // 16
-        payload_at = token[:, None] * 16 + b16
+        token = (m % 64)[:, None]
+        scale_at = (4096 + (m % 64 % 16) * 4 + (m % 64) // 16)[:, None] + g4 * 64
         bt_row = block_table_ptr + request.to(tl.int64) * block_table_stride
         for tile in range(page_begin, page_end, TILE_PAGES):
             page_index = tile + m // 64
-            page = tl.load(bt_row + page_index, mask=page_index < page_end, other=0).to(tl.int64)
-            section = cache_ptr + page[:, None] * page_stride
-            k_ok = (page_index < page_end)[:, None]
-            k0 = group_operand(tl.load(section + payload_at, mask=k_ok, other=0).to(tl.int32), USE_FP8)
-            k1 = group_operand(tl.load(section + 1024 + payload_at, mask=k_ok, other=0).to(tl.int32), USE_FP8)
-            k2 = group_operand(tl.load(section + 2048 + payload_at, mask=k_ok, other=0).to(tl.int32), USE_FP8)
-            k3 = group_operand(tl.load(section + 3072 + payload_at, mask=k_ok, other=0).to(tl.int32), USE_FP8)
-            scale_row = cache_ptr + page * page_stride + scale_at
-            sk0 = scale_value(tl.load(scale_row, mask=page_index < page_end, other=127).to(tl.int32))
-            sk1 = scale_value(tl.load(scale_row + 64, mask=page_index < page_end, other=127).to(tl.int32))
-            sk2 = scale_value(tl.load(scale_row + 128, mask=page_index < page_end, other=127).to(tl.int32))
-            sk3 = scale_value(tl.load(scale_row + 192, mask=page_index < page_end, other=127).to(tl.int32))
-
-            s = tl.dot(k0, q0, out_dtype=tl.float32) * (sk0[:, None] * sq0[None, :])
-            s += tl.dot(k1, q1, out_dtype=tl.float32) * (sk1[:, None] * sq1[None, :])
-            s += tl.dot(k2, q2, out_dtype=tl.float32) * (sk2[:, None] * sq2[None, :])
-            s += tl.dot(k3, q3, out_dtype=tl.float32) * (sk3[:, None] * sq3[None, :])
-            weighted = tl.maximum(s, 0.0) * w[None, :]
-            logits = tl.sum(tl.reshape(weighted, (M, ROWS, HEADS)), axis=2)  # [M, ROWS]
+            in_range = page_index < page_end
+            page = tl.load(bt_row + page_index, mask=in_range, other=0).to(tl.int64)
+            section = (cache_ptr + page * page_stride)[:, None]
+            k_exp = tl.load(section + scale_at, mask=in_range[:, None], other=0).to(tl.int32)  # [M, 4]
+            k_max = tl.max(k_exp, axis=1)
+            k_fold = FOLD_LIMIT - (k_max[:, None] - k_exp)
+            if query_folds and tl.min(tl.min(k_fold, axis=1), axis=0) >= 0:
+                ka, kb = key_operands(section, token, k_fold, ASM)
+                acc = tl.dot(ka, qa, out_dtype=tl.int32)
+                acc = tl.dot(kb, qb, acc, out_dtype=tl.int32)
+                weighted = tl.maximum(acc, 0).to(tl.float32) * w_folded[None, :]
+                logits = tl.sum(tl.reshape(weighted, (M, ROWS, HEADS)), axis=2)
+                logits = logits * power_of_two(k_max, 0.0625)[:, None]
+            else:
+                s = tl.zeros((M, N), dtype=tl.float32)
+                for g in range(4):
+                    only_g = tl.where(g4 == g, 0, -1)
+                    ka, kb = key_operands(section, token, tl.zeros_like(k_exp) + only_g, ASM)
+                    acc = tl.dot(ka, qa_raw, out_dtype=tl.int32)
+                    acc = tl.dot(kb, qb_raw, acc, out_dtype=tl.int32)
+                    k_scale = power_of_two(tl.sum(tl.where(g4 == g, k_exp, 0), axis=1), 0.5)
+                    q_scale = power_of_two(tl.sum(tl.where(g4 == g, q_exp, 0), axis=1), 0.5)
+                    s += acc.to(tl.float32) * (k_scale[:, None] * q_scale[None, :])
+                # relu that keeps NaN (a NaN group must give a NaN logit).
+                weighted = tl.where(s < 0.0, 0.0, s) * w[None, :]
+                logits = tl.sum(tl.reshape(weighted, (M, ROWS, HEADS)), axis=2)
 
             j = tile * 64 + m
             out_at = out_ptr + (first_row + rr).to(tl.int64)[None, :] * out_stride + j[:, None]
             tl.store(out_at, logits, mask=(j[:, None] < row_ends[None, :]) & (rr < rows_here)[None, :])
 
 
-def split_plan(requests: int, pages_per_request: int, row_blocks: int, device: torch.device) -> int:
+def split_plan(requests: int, pages_per_request: int, row_blocks: int, device: torch.device, per_sm: int = 4) -> int:
     """Pages per program: enough programs to fill the GPU at small batch (from shapes only)."""
     if device.type == "cuda":
         sms = torch.cuda.get_device_properties(device).multi_processor_count
     else:
         sms = 4
-    splits = max(1, min(pages_per_request, triton.cdiv(4 * sms, max(1, requests * row_blocks))))
+    splits = max(1, min(pages_per_request, triton.cdiv(per_sm * sms, max(1, requests * row_blocks))))
     return max(1, triton.cdiv(pages_per_request, splits))
 
 
 def launch_score_paged(
-    out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len
+    out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len, **tuning
 ) -> None:
+    """Launch the scorer; ``tuning`` (tile_pages, num_warps, num_stages, splits_per_sm) is for
+    benchmarks/score_variants.py and is not part of the API."""
     rows, heads = q_payload.shape[:2]
     requests, pages_per_request = block_table.shape
     if rows == 0 or requests == 0 or pages_per_request == 0:
@@ -155,18 +250,18 @@ def launch_score_paged(
             raise ValueError(f"{name}: the Triton scorer expects a contiguous tensor, got strides {t.stride()}")
     if block_table.stride(1) != 1:
         raise ValueError(f"block_table: expected unit stride along pages, got strides {block_table.stride()}")
-    # Rows of a request are scored together up to 256 columns (rows x heads);
+    # Rows of a request are scored together up to 128 columns (rows x heads);
     # longer verify groups are split into row blocks, each still sharing its key reads.
-    rows_per_block = min(triton.next_power_of_2(max_query_len), max(1, 256 // heads))
+    rows_per_block = min(triton.next_power_of_2(max_query_len), max(1, tuning.get("max_columns", 128) // heads))
     row_blocks = triton.cdiv(max_query_len, rows_per_block)
-    use_fp8 = cache.device.type == "cuda"
-    tile_pages = 1
-    pages_per_split = split_plan(requests, pages_per_request, row_blocks, cache.device)
+    tile_pages = tuning.get("tile_pages", 1)
+    pages_per_split = split_plan(requests, pages_per_request, row_blocks, cache.device, tuning.get("splits_per_sm", 4))
     pages_per_split = triton.cdiv(pages_per_split, tile_pages) * tile_pages
     grid = (requests, triton.cdiv(pages_per_request, pages_per_split), row_blocks)
     wrap_triton(score_paged_kernel)[grid](
         out, out.stride(0), q_payload, q_scales, cache, cache.stride(0), weights,
         block_table, block_table.stride(0), query_starts, row_ends, pages_per_split,
-        HEADS=heads, ROWS=rows_per_block, TILE_PAGES=tile_pages, USE_FP8=use_fp8,
-        num_warps=4 if rows_per_block * heads <= 64 else 8,
+        HEADS=heads, ROWS=rows_per_block, TILE_PAGES=tile_pages, ASM=tuning.get("asm", cache.device.type == "cuda"),
+        num_warps=tuning.get("num_warps", 4 if rows_per_block * heads <= 64 else 8),
+        num_stages=tuning.get("num_stages", 3),
     )

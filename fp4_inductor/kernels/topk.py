@@ -47,21 +47,21 @@ def select_topk_kernel(
     prefix = tl.zeros((), dtype=tl.uint32)
     remaining = take
     for p in tl.static_range(4):
-        SHIFT: tl.constexpr = 24 - 8 * p
-        PREFIX_MASK: tl.constexpr = (0xFFFFFFFF << (32 - 8 * p)) & 0xFFFFFFFF
+        shift = 24 - 8 * p
+        prefix_mask = (0xFFFFFFFF << (32 - 8 * p)) & 0xFFFFFFFF
         hist = tl.zeros((256,), dtype=tl.int32)
         for start in range(0, row_end, BLOCK):
             j = start + offs
             valid = j < row_end
             key = order_key(tl.load(base + j, mask=valid, other=0.0))
-            counted = valid & ((key & PREFIX_MASK) == prefix)
-            digit = tl.where(counted, (key >> SHIFT) & 255, 0).to(tl.int32)
+            counted = valid & ((key & prefix_mask) == prefix)
+            digit = tl.where(counted, (key >> shift) & 255, 0).to(tl.int32)
             skipped = tl.sum((~counted).to(tl.int32), axis=0)
             hist += tl.histogram(digit, 256) - tl.where(bins == 0, skipped, 0)
         at_or_above = tl.sum(hist, axis=0) - tl.cumsum(hist, axis=0) + hist
         digit_k = tl.sum((at_or_above >= remaining).to(tl.int32), axis=0) - 1
         remaining -= tl.sum(tl.where(bins > digit_k, hist, 0), axis=0)
-        prefix = prefix | (digit_k.to(tl.uint32) << SHIFT)
+        prefix = prefix | (digit_k.to(tl.uint32) << shift)
 
     written = 0
     ties_seen = 0
@@ -84,7 +84,10 @@ def select_topk_kernel(
         tl.store(indices_ptr + row * k + j, -1, mask=j < k)
 
 
-def launch_select_topk(logits: torch.Tensor, row_ends: torch.Tensor, k: int, sorted: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def launch_select_topk(
+    logits: torch.Tensor, row_ends: torch.Tensor, k: int, sorted: bool, **tuning
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``tuning`` (block, num_warps) is for benchmarks/topk_variants.py, not part of the API."""
     rows, width = logits.shape
     values = torch.empty((rows, k), dtype=torch.float32, device=logits.device)
     indices = torch.empty((rows, k), dtype=torch.int32, device=logits.device)
@@ -92,9 +95,12 @@ def launch_select_topk(logits: torch.Tensor, row_ends: torch.Tensor, k: int, sor
         return values, indices
     if logits.stride(1) != 1:
         raise ValueError(f"logits: expected unit stride along keys, got strides {logits.stride()}")
-    block = 4096 if logits.device.type == "cuda" else 256
+    # On the GPU a whole row of up to 32768 logits is one block: each pass re-reads it from L2.
+    block = min(triton.next_power_of_2(width), 32768) if logits.device.type == "cuda" else 256
+    block = tuning.get("block", block)
     wrap_triton(select_topk_kernel)[(rows,)](
-        logits, logits.stride(0), row_ends, values, indices, width, k, BLOCK=block, num_warps=16
+        logits, logits.stride(0), row_ends, values, indices, width, k, BLOCK=block,
+        num_warps=tuning.get("num_warps", 32 if block >= 16384 else 16),
     )
     if sorted:
         values, indices = sort_selection(values, indices)
@@ -103,7 +109,7 @@ def launch_select_topk(logits: torch.Tensor, row_ends: torch.Tensor, k: int, sor
 
 def sort_selection(values: torch.Tensor, indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Order a selection by value (descending, NaN last, -inf/-1 padding after it), then index."""
-    # The kernel writes winners in index order per chunk, not overall: sort on value and index.
+    # Winners come in index order; order them by value, ties by index.
     key = order_keys(values, indices.clamp_min(0), indices < 0)
     order = torch.argsort(key, dim=1, descending=True)
     return values.gather(1, order), indices.gather(1, order)

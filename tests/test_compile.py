@@ -1,0 +1,77 @@
+"""The CPU decode step under torch.compile(fullgraph=True) equals eager, and no op on it reads
+device data on the host."""
+
+import pytest
+import torch
+
+import fp4_inductor as fp4
+from fp4_inductor.testing import HostSyncError, forbid_host_sync
+
+from helpers import merged_cache, random_keys
+
+
+def decode_step(cache, new_keys, slots, q, weights, block_table, seq_lens, query_lens, k: int, max_query_len: int):
+    """Store this step's keys, lay out the rows, score, select."""
+    fp4.store_keys(new_keys, cache, slots)
+    query_starts, row_ends = fp4.decode_layout(seq_lens, query_lens, q.shape[0])
+    query = fp4.quantize_queries(q)
+    logits = fp4.score_paged(query, cache, weights, block_table, query_starts, row_ends, max_query_len)
+    return fp4.select_topk(logits, row_ends, k)
+
+
+def step_inputs(gen, query_lens, seq_lens, heads=16, pages_per_request=6):
+    requests = len(query_lens)
+    buffer, cache = merged_cache(requests * pages_per_request + 2, "cpu", gen=gen)
+    block_table = torch.randperm(requests * pages_per_request + 2, generator=gen)[: requests * pages_per_request]
+    block_table = block_table.view(requests, pages_per_request).int()
+    # Fill the history, then this step's keys go to the last query_lens positions of each request.
+    all_slots = (block_table.long().unsqueeze(-1) * 64 + torch.arange(64)).flatten(1)
+    history = torch.cat([all_slots[i, : seq_lens[i]] for i in range(requests)])
+    fp4.store_keys(random_keys(history.shape[0], gen), cache, history)
+    new_slots = torch.cat([all_slots[i, seq_lens[i] - query_lens[i] : seq_lens[i]] for i in range(requests)])
+    new_slots = torch.cat([new_slots, torch.tensor([-1, -1])])  # graph-padding rows store nothing
+    rows = new_slots.shape[0]
+    return dict(
+        buffer=buffer, cache=cache, new_keys=random_keys(rows, gen, torch.bfloat16), slots=new_slots,
+        q=torch.randn(rows, heads, 128, generator=gen).bfloat16(), weights=torch.randn(rows, heads, generator=gen),
+        block_table=block_table, seq_lens=torch.tensor(seq_lens, dtype=torch.int32),
+        query_lens=torch.tensor(query_lens, dtype=torch.int32),
+        max_query_len=max(query_lens),  # a scheduler-side Python int, never read from the device
+    )
+
+
+def run(step, inputs, k=32):
+    keys = ("cache", "new_keys", "slots", "q", "weights", "block_table", "seq_lens", "query_lens")
+    return step(*[inputs[n] for n in keys], k=k, max_query_len=inputs["max_query_len"])
+
+
+def test_compiled_decode_step_equals_eager(gen):
+    inputs = step_inputs(gen, query_lens=[2, 1, 3], seq_lens=[300, 65, 190])
+    eager_inputs = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
+    eager_inputs["cache"] = fp4.index_section(eager_inputs["buffer"], 1024)
+    want_values, want_indices = run(decode_step, eager_inputs)
+    torch._dynamo.reset()
+    compiled = torch.compile(decode_step, fullgraph=True)
+    values, indices = run(compiled, inputs)
+    assert torch.equal(inputs["buffer"], eager_inputs["buffer"]), "the compiled step stored different bytes"
+    assert torch.equal(torch.sort(indices, dim=1)[0], torch.sort(want_indices, dim=1)[0])
+    assert torch.equal(torch.sort(values, dim=1)[0], torch.sort(want_values, dim=1)[0])
+
+
+def test_decode_step_has_no_host_sync(gen):
+    inputs = step_inputs(gen, query_lens=[1, 4], seq_lens=[100, 257])
+    with forbid_host_sync():
+        values, indices = run(decode_step, inputs)
+    assert indices.shape == (7, 32)
+
+
+def test_forbid_host_sync_catches_item(gen):
+    inputs = step_inputs(gen, query_lens=[1], seq_lens=[10])
+
+    def step_with_item(*args, **kwargs):
+        values, indices = decode_step(*args, **kwargs)
+        return values, indices, int(indices.max().item())
+
+    with pytest.raises(HostSyncError, match="_local_scalar_dense"):
+        with forbid_host_sync():
+            run(step_with_item, inputs)
