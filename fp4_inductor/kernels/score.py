@@ -88,30 +88,37 @@ def signed_magnitude(nibble, shift):
 
 
 @triton.jit
-def key_operands(section, token, shift, ASM: tl.constexpr):
-    """int8 operands (a, b) [M, 64] of the keys at ``section`` [M, 1] (pointer to each key's
-    section) and ``token`` [M, 1]; ``shift`` int32 [M, 4]: left shift per group (-1: zero group)."""
+def load_key_bytes(section, token, ok, ASM: tl.constexpr):
+    """Payload bytes of the keys at ``section`` [M, 1] (each key's section) and ``token`` [M, 1].
+
+    GPU: natural order [M, 64] (twice). Interpreter: the bytes behind columns 4v + i of the
+    ``a`` and ``b`` operands (byte 4v + i // 2 and 4v + 2 + i // 2)."""
     col = tl.arange(0, 64)[None, :]
-    group = col // 16
-    # Broadcast the per-group shift over the 16 columns of each group.
+    if ASM:
+        x = tl.load(section + (col // 16) * 1024 + token * 16 + col % 16, mask=ok, other=0)
+        return x, x
+    else:
+        byte = (col // 4) * 4 + (col % 4) // 2
+        base = section + (byte // 16) * 1024 + token * 16 + byte % 16
+        return tl.load(base, mask=ok, other=0), tl.load(base + 2, mask=ok, other=0)
+
+
+@triton.jit
+def key_operands(x, x2, shift, ASM: tl.constexpr):
+    """int8 operands (a, b) [M, 64] from ``load_key_bytes``; ``shift`` int32 [M, 4]: left shift
+    per group, -1 for a group left out."""
     s = tl.reshape(tl.broadcast_to(shift[:, :, None], (shift.shape[0], 4, 16)), (shift.shape[0], 64))
     if ASM:
-        payload = tl.load(section + group * 1024 + token * 16 + col % 16)
         a, b = tl.inline_asm_elementwise(
-            _PRMT_ASM, "=r,=r,r,r", [payload, tl.where(s >= 0, s, 255).to(tl.uint8)],
+            _PRMT_ASM, "=r,=r,r,r", [x, tl.where(s >= 0, s, 255).to(tl.uint8)],
             dtype=(tl.int8, tl.int8), is_pure=True, pack=4,
         )
         return a, b
     else:
-        # Column 4v + i of ``a`` is element 8v + i: byte 4v + i // 2, nibble i % 2.
-        byte = (col // 4) * 4 + (col % 4) // 2
-        nibble_shift = (col % 2) * 4
-        base = section + (byte // 16) * 1024 + token * 16 + byte % 16
-        raw_a = tl.load(base).to(tl.int32) >> nibble_shift
-        raw_b = tl.load(base + 2).to(tl.int32) >> nibble_shift
-        a = tl.where(s >= 0, signed_magnitude(raw_a, tl.maximum(s, 0)), 0)
-        b = tl.where(s >= 0, signed_magnitude(raw_b, tl.maximum(s, 0)), 0)
-        return a.to(tl.int8), b.to(tl.int8)
+        nibble_shift = (tl.arange(0, 64)[None, :] % 2) * 4
+        a = signed_magnitude(x.to(tl.int32) >> nibble_shift, tl.maximum(s, 0))
+        b = signed_magnitude(x2.to(tl.int32) >> nibble_shift, tl.maximum(s, 0))
+        return tl.where(s >= 0, a, 0).to(tl.int8), tl.where(s >= 0, b, 0).to(tl.int8)
 
 
 @triton.jit
@@ -192,16 +199,30 @@ def score_paged_kernel(
         token = (m % 64)[:, None]
         scale_at = (4096 + (m % 64 % 16) * 4 + (m % 64) // 16)[:, None] + g4 * 64
         bt_row = block_table_ptr + request.to(tl.int64) * block_table_stride
+        # Software pipeline: page ids two tiles ahead, scales and payload one tile ahead, so
+        # the loads of the next tile are in flight while this one is converted and multiplied.
+        index = page_begin + m // 64
+        ok = index < page_end
+        page = tl.load(bt_row + index, mask=ok, other=0).to(tl.int64)
+        section = (cache_ptr + page * page_stride)[:, None]
+        k_exp = tl.load(section + scale_at, mask=ok[:, None], other=0).to(tl.int32)
+        x, x2 = load_key_bytes(section, token, ok[:, None], ASM)
+        ahead = page_begin + TILE_PAGES + m // 64
+        page_ahead = tl.load(bt_row + ahead, mask=ahead < page_end, other=0).to(tl.int64)
         for tile in range(page_begin, page_end, TILE_PAGES):
-            page_index = tile + m // 64
-            in_range = page_index < page_end
-            page = tl.load(bt_row + page_index, mask=in_range, other=0).to(tl.int64)
-            section = (cache_ptr + page * page_stride)[:, None]
-            k_exp = tl.load(section + scale_at, mask=in_range[:, None], other=0).to(tl.int32)  # [M, 4]
-            k_max = tl.max(k_exp, axis=1)
-            k_fold = FOLD_LIMIT - (k_max[:, None] - k_exp)
+            cur_exp, cur_x, cur_x2 = k_exp, x, x2
+            index = tile + TILE_PAGES + m // 64
+            ok = index < page_end
+            section = (cache_ptr + page_ahead * page_stride)[:, None]
+            k_exp = tl.load(section + scale_at, mask=ok[:, None], other=0).to(tl.int32)
+            x, x2 = load_key_bytes(section, token, ok[:, None], ASM)
+            ahead = index + TILE_PAGES
+            page_ahead = tl.load(bt_row + ahead, mask=ahead < page_end, other=0).to(tl.int64)
+
+            k_max = tl.max(cur_exp, axis=1)
+            k_fold = FOLD_LIMIT - (k_max[:, None] - cur_exp)
             if query_folds and tl.min(tl.min(k_fold, axis=1), axis=0) >= 0:
-                ka, kb = key_operands(section, token, k_fold, ASM)
+                ka, kb = key_operands(cur_x, cur_x2, k_fold, ASM)
                 acc = tl.dot(ka, qa, out_dtype=tl.int32)
                 acc = tl.dot(kb, qb, acc, out_dtype=tl.int32)
                 weighted = tl.maximum(acc, 0).to(tl.float32) * w_folded[None, :]
@@ -211,10 +232,10 @@ def score_paged_kernel(
                 s = tl.zeros((M, N), dtype=tl.float32)
                 for g in range(4):
                     only_g = tl.where(g4 == g, 0, -1)
-                    ka, kb = key_operands(section, token, tl.zeros_like(k_exp) + only_g, ASM)
+                    ka, kb = key_operands(cur_x, cur_x2, tl.zeros_like(cur_exp) + only_g, ASM)
                     acc = tl.dot(ka, qa_raw, out_dtype=tl.int32)
                     acc = tl.dot(kb, qb_raw, acc, out_dtype=tl.int32)
-                    k_scale = power_of_two(tl.sum(tl.where(g4 == g, k_exp, 0), axis=1), 0.5)
+                    k_scale = power_of_two(tl.sum(tl.where(g4 == g, cur_exp, 0), axis=1), 0.5)
                     q_scale = power_of_two(tl.sum(tl.where(g4 == g, q_exp, 0), axis=1), 0.5)
                     s += acc.to(tl.float32) * (k_scale[:, None] * q_scale[None, :])
                 # relu that keeps NaN (a NaN group must give a NaN logit).
