@@ -164,3 +164,21 @@ def test_dequantize_queries_inverts_layout(gen):
     back = fp4.dequantize_queries(*fp4.quantize_queries(q))
     direct = reference.dequantize_fp4(*reference.quantize_fp4(q))
     assert torch.equal(back, direct)
+
+
+def test_kernel_rounding_ties_and_code_points(backend_device):
+    """Every code point and every tie, at several scales, through each backend's store path."""
+    backend, device = backend_device
+    values = [0.0, -0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 0.1, 5.5, 4.9]
+    values += [-v for v in values]
+    group = torch.tensor((values + [0.0] * 32)[:31] + [6.0])
+    rows = []
+    for exponent in (-20, -3, 0, 5, 40):
+        rows.append(torch.cat([group * 2.0**exponent, group.flip(0) * 2.0**exponent, group, -group]))
+    keys = torch.stack(rows)
+    buffer, cache = merged_cache(1, "cpu")
+    buffer_b = buffer.to(device)
+    reference.store_keys(keys, cache, torch.arange(keys.shape[0]))
+    slots = torch.arange(keys.shape[0], device=device)
+    fp4.store_keys(keys.to(device), fp4.index_section(buffer_b, 1024), slots, backend=backend)
+    assert torch.equal(buffer_b.cpu(), buffer)

@@ -37,10 +37,18 @@ def load_groups(ptr, row_offsets, mask, IS_BF16: tl.constexpr):
 
 @triton.jit
 def _e2m1_code(y):
+    """Nearest E2M1 code of ``y`` (|y| <= 6), ties to even, with the sign of ``y`` in bit 3.
+
+    Below 1 the E2M1 step is 0.5: round 2|y| to an integer (the float add rounds to
+    nearest even). From 1 up, E2M1 is a float with one mantissa bit: round the float32
+    mantissa to one bit, nearest even, and read (exponent, bit) as the code. Both give
+    exactly what the reference's threshold count gives.
+    """
     a = tl.abs(y)
-    code = (a > 0.25).to(tl.int32) + (a >= 0.75).to(tl.int32) + (a > 1.25).to(tl.int32)
-    code += (a >= 1.75).to(tl.int32) + (a > 2.5).to(tl.int32) + (a >= 3.5).to(tl.int32)
-    code += (a > 5.0).to(tl.int32)
+    small = ((a * 2.0 + 12582912.0) - 12582912.0).to(tl.int32)  # 1.5 * 2**23 forces integer rounding
+    bits = a.to(tl.int32, bitcast=True)
+    rounded = (bits + 0x1FFFFF + ((bits >> 22) & 1)) >> 22  # (biased exponent << 1) | mantissa bit
+    code = tl.where(a < 1.0, small, tl.minimum(rounded - 252, 7))
     return code | ((y.to(tl.int32, bitcast=True) < 0).to(tl.int32) << 3)
 
 

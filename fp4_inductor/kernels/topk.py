@@ -1,10 +1,15 @@
-"""Per-row top-k by radix select: four 8-bit histogram passes find the k-th largest key,
-one more pass writes the winners in index order.
+"""Per-row top-k by an exact threshold search, in one or two passes.
 
-Floats become order-preserving uint32 keys (NaN lowest, -0.0 == +0.0), so the
-threshold search is exact and ties go to the lower index by construction:
-among the keys equal to the threshold, the first ``k - count_above`` in index
-order are taken. Entries at ``j >= row_ends[r]`` are never candidates.
+Floats become order-preserving uint32 keys (NaN lowest, -0.0 == +0.0). A
+program holds one segment of a row in registers and finds the k-th largest key
+bit by bit (32 block-wide counts, no histogram); the keys above it and the
+lowest-index keys equal to it are written in index order.
+
+Long rows are split: pass 1 selects each segment's top-k, pass 2 the top-k of
+those candidates. That is exact: a member of the row's top-k is in its
+segment's top-k (ties included, since both passes break ties toward the lower
+index and candidates stay in index order). Entries at ``j >= row_ends[r]`` are
+never candidates.
 """
 
 from __future__ import annotations
@@ -26,82 +31,100 @@ def order_key(x):
 
 
 @triton.jit
-def select_topk_kernel(
-    logits_ptr,
-    logits_stride,
-    row_ends_ptr,
+def topk_segment_kernel(
     values_ptr,
+    values_stride,
     indices_ptr,
-    width,
+    indices_stride,
+    row_ends_ptr,
+    segment_len,
     k,
+    out_values_ptr,
+    out_indices_ptr,
+    out_stride,
+    CANDIDATES: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
+    """Top-k of segment ``program_id(1)`` of row ``program_id(0)``, written at
+    ``out + row * out_stride + segment * k`` (-inf / -1 where it has fewer than k).
+
+    CANDIDATES=False: the input is logits, valid where ``j < row_ends[row]``.
+    CANDIDATES=True: the input is a previous pass's (values, indices), valid where index >= 0.
+    """
     row = tl.program_id(0).to(tl.int64)
-    row_end = tl.minimum(tl.load(row_ends_ptr + row).to(tl.int32), width)
-    row_end = tl.maximum(row_end, 0)
-    take = tl.minimum(k, row_end)
-    base = logits_ptr + row * logits_stride
+    segment = tl.program_id(1)
     offs = tl.arange(0, BLOCK)
-    bins = tl.arange(0, 256)
+    j = segment * segment_len + offs
+    in_segment = offs < segment_len
+    if CANDIDATES:
+        index = tl.load(indices_ptr + row * indices_stride + j, mask=in_segment, other=-1)
+        valid = index >= 0
+    else:
+        row_end = tl.load(row_ends_ptr + row).to(tl.int32)
+        valid = in_segment & (j < row_end)
+        index = j
+    x = tl.load(values_ptr + row * values_stride + j, mask=valid, other=0.0)
+    key = order_key(x)
+    count = tl.sum(valid.to(tl.int32), axis=0)
+    take = tl.minimum(count, k)
 
-    prefix = tl.zeros((), dtype=tl.uint32)
-    remaining = take
-    for p in tl.static_range(4):
-        shift = 24 - 8 * p
-        prefix_mask = (0xFFFFFFFF << (32 - 8 * p)) & 0xFFFFFFFF
-        hist = tl.zeros((256,), dtype=tl.int32)
-        for start in range(0, row_end, BLOCK):
-            j = start + offs
-            valid = j < row_end
-            key = order_key(tl.load(base + j, mask=valid, other=0.0))
-            counted = valid & ((key & prefix_mask) == prefix)
-            digit = tl.where(counted, (key >> shift) & 255, 0).to(tl.int32)
-            skipped = tl.sum((~counted).to(tl.int32), axis=0)
-            hist += tl.histogram(digit, 256) - tl.where(bins == 0, skipped, 0)
-        at_or_above = tl.sum(hist, axis=0) - tl.cumsum(hist, axis=0) + hist
-        digit_k = tl.sum((at_or_above >= remaining).to(tl.int32), axis=0) - 1
-        remaining -= tl.sum(tl.where(bins > digit_k, hist, 0), axis=0)
-        prefix = prefix | (digit_k.to(tl.uint32) << shift)
+    # The largest threshold t with #{key >= t} >= take, one bit at a time.
+    threshold = tl.zeros((), dtype=tl.uint32)
+    for bit in range(31, -1, -1):
+        candidate = threshold | (tl.full((), 1, tl.uint32) << bit)
+        above = tl.sum((valid & (key >= candidate)).to(tl.int32), axis=0)
+        threshold = tl.where(above >= take, candidate, threshold)
 
-    written = 0
-    ties_seen = 0
-    for start in range(0, row_end, BLOCK):
-        j = start + offs
-        valid = j < row_end
-        x = tl.load(base + j, mask=valid, other=0.0)
-        key = order_key(x)
-        tie = valid & (key == prefix)
-        tie_rank = ties_seen + tl.cumsum(tie.to(tl.int32), axis=0) - 1
-        chosen = (valid & (key > prefix)) | (tie & (tie_rank < remaining))
-        position = written + tl.cumsum(chosen.to(tl.int32), axis=0) - 1
-        tl.store(values_ptr + row * k + position, x, mask=chosen)
-        tl.store(indices_ptr + row * k + position, j, mask=chosen)
-        written += tl.sum(chosen.to(tl.int32), axis=0)
-        ties_seen += tl.sum(tie.to(tl.int32), axis=0)
+    above = valid & (key > threshold)
+    tie = valid & (key == threshold)
+    ties_needed = take - tl.sum(above.to(tl.int32), axis=0)
+    chosen = above | (tie & (tl.cumsum(tie.to(tl.int32), axis=0) <= ties_needed))
+    chosen = chosen & (take > 0)
+    position = tl.cumsum(chosen.to(tl.int32), axis=0) - 1
+    out = row * out_stride + segment * k
+    tl.store(out_values_ptr + out + position, x, mask=chosen)
+    tl.store(out_indices_ptr + out + position, index, mask=chosen)
     for start in range(take, k, BLOCK):
-        j = start + offs
-        tl.store(values_ptr + row * k + j, float("-inf"), mask=j < k)
-        tl.store(indices_ptr + row * k + j, -1, mask=j < k)
+        pad = start + offs
+        tl.store(out_values_ptr + out + pad, float("-inf"), mask=pad < k)
+        tl.store(out_indices_ptr + out + pad, -1, mask=pad < k)
 
 
 def launch_select_topk(
     logits: torch.Tensor, row_ends: torch.Tensor, k: int, sorted: bool, **tuning
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``tuning`` (block, num_warps) is for benchmarks/topk_variants.py, not part of the API."""
+    """``tuning`` (segment, num_warps) is for benchmarks/kernel_variants.py, not part of the API."""
     rows, width = logits.shape
-    values = torch.empty((rows, k), dtype=torch.float32, device=logits.device)
-    indices = torch.empty((rows, k), dtype=torch.int32, device=logits.device)
+    device = logits.device
+    values = torch.empty((rows, k), dtype=torch.float32, device=device)
+    indices = torch.empty((rows, k), dtype=torch.int32, device=device)
     if rows == 0:
         return values, indices
     if logits.stride(1) != 1:
         raise ValueError(f"logits: expected unit stride along keys, got strides {logits.stride()}")
-    # On the GPU a whole row of up to 32768 logits is one block: each pass re-reads it from L2.
-    block = min(triton.next_power_of_2(width), 32768) if logits.device.type == "cuda" else 256
-    block = tuning.get("block", block)
-    wrap_triton(select_topk_kernel)[(rows,)](
-        logits, logits.stride(0), row_ends, values, indices, width, k, BLOCK=block,
-        num_warps=tuning.get("num_warps", 32 if block >= 16384 else 16),
-    )
+    gpu = device.type == "cuda"
+    # A segment lives in registers: up to 16 elements per thread at 32 warps.
+    segment = tuning.get("segment", 16384 if gpu else 256)
+    segment = max(segment, triton.next_power_of_2(k))
+    num_warps = tuning.get("num_warps", 16 if gpu else 4)
+    if width <= segment:
+        block = triton.next_power_of_2(max(width, 1))
+        wrap_triton(topk_segment_kernel)[(rows, 1)](
+            logits, logits.stride(0), logits, 0, row_ends, width, k, values, indices, k,
+            CANDIDATES=False, BLOCK=block, num_warps=num_warps,
+        )
+    else:
+        segments = triton.cdiv(width, segment)
+        cand_values = torch.empty((rows, segments * k), dtype=torch.float32, device=device)
+        cand_indices = torch.empty((rows, segments * k), dtype=torch.int32, device=device)
+        wrap_triton(topk_segment_kernel)[(rows, segments)](
+            logits, logits.stride(0), logits, 0, row_ends, segment, k, cand_values, cand_indices, segments * k,
+            CANDIDATES=False, BLOCK=segment, num_warps=num_warps,
+        )
+        wrap_triton(topk_segment_kernel)[(rows, 1)](
+            cand_values, segments * k, cand_indices, segments * k, row_ends, segments * k, k, values, indices, k,
+            CANDIDATES=True, BLOCK=triton.next_power_of_2(segments * k), num_warps=num_warps,
+        )
     if sorted:
         values, indices = sort_selection(values, indices)
     return values, indices
@@ -109,7 +132,6 @@ def launch_select_topk(
 
 def sort_selection(values: torch.Tensor, indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Order a selection by value (descending, NaN last, -inf/-1 padding after it), then index."""
-    # Winners come in index order; order them by value, ties by index.
     key = order_keys(values, indices.clamp_min(0), indices < 0)
     order = torch.argsort(key, dim=1, descending=True)
     return values.gather(1, order), indices.gather(1, order)
