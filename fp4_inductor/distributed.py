@@ -1,0 +1,89 @@
+"""Decode context parallelism: token placement across ranks and an exact cross-rank top-k merge.
+
+Global token ``t`` lives on rank ``(t // interleave) % world`` at local index
+``(t // (interleave * world)) * interleave + t % interleave`` (SPEC section 4;
+``decode_layout`` counts each rank's visible keys the same way). Everything
+here has fixed shapes and no host reads, so it traces and captures in a CUDA
+graph (NCCL) and runs on the CPU (gloo).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import torch.distributed as dist
+
+from ._checks import INDEX_DTYPES, check_int, check_tensor, describe
+from .reference import order_keys
+
+
+def _check_placement(rank: int, world: int, interleave: int) -> None:
+    check_int("world", world, minimum=1)
+    check_int("rank", rank, minimum=0, below=world)
+    check_int("interleave", interleave, minimum=1)
+
+
+def _check_index_tensor(name: str, t: object) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name}: expected an int32/int64 tensor, got {describe(t)}")
+    check_tensor(name, t, dtypes=INDEX_DTYPES, shape=[None] * t.dim())
+
+
+def local_to_global(local_idx: torch.Tensor, rank: int, world: int, interleave: int = 1) -> torch.Tensor:
+    """Global token index of each local index on ``rank``: int32 in, int32 out; -1 stays -1."""
+    _check_placement(rank, world, interleave)
+    _check_index_tensor("local_idx", local_idx)
+    local = local_idx.to(torch.int64)
+    cycle, within = local // interleave, local % interleave
+    global_idx = cycle * (interleave * world) + rank * interleave + within
+    return torch.where(local < 0, -1, global_idx).to(torch.int32)
+
+
+def global_to_local(global_idx: torch.Tensor, rank: int, world: int, interleave: int = 1) -> torch.Tensor:
+    """Local index on ``rank`` of each global token; -1 for -1 and for tokens another rank holds."""
+    _check_placement(rank, world, interleave)
+    _check_index_tensor("global_idx", global_idx)
+    t = global_idx.to(torch.int64)
+    owner = (t // interleave) % world
+    local = (t // (interleave * world)) * interleave + t % interleave
+    return torch.where((t < 0) | (owner != rank), -1, local).to(torch.int32)
+
+
+def merge_topk(
+    values: torch.Tensor, global_indices: torch.Tensor, k: int, group: Optional[dist.ProcessGroup] = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The global top-k from every rank's local top-k candidates.
+
+    values: float32 [rows, k_local]; global_indices: int32 [rows, k_local] (-1 where a rank had
+    fewer keys, with value -inf). All ranks pass the same shapes. The candidates are all-gathered
+    through ``torch.distributed`` and the top-k of the union is taken: value first, ties to the
+    lower global index, NaN lowest, -inf / -1 where fewer than k exist. Sorted.
+
+    Exact: a member of the global top-k is in its owner's local top-k, because every key that
+    outranks it on that rank also outranks it globally, and ranks order ties by local index,
+    which follows global order within a rank. So the union of the local top-k lists (each of
+    length >= k, or holding all of a rank's keys) contains the global top-k.
+    """
+    check_tensor("values", values, dtypes=(torch.float32,), shape=("rows", "k_local"))
+    check_tensor("global_indices", global_indices, dtypes=(torch.int32,), shape=tuple(values.shape), device=values.device)
+    check_int("k", k, minimum=1)
+    world = dist.get_world_size(group)
+    rows, k_local = values.shape
+    # Ranks concatenated along dim 0 (the form gloo and NCCL both take).
+    gathered_values = values.new_empty((world * rows, k_local))
+    gathered_indices = global_indices.new_empty((world * rows, k_local))
+    dist.all_gather_into_tensor(gathered_values, values.contiguous(), group=group)
+    dist.all_gather_into_tensor(gathered_indices, global_indices.contiguous(), group=group)
+    all_values = gathered_values.view(world, rows, k_local).permute(1, 0, 2).reshape(rows, world * k_local)
+    all_indices = gathered_indices.view(world, rows, k_local).permute(1, 0, 2).reshape(rows, world * k_local)
+    missing = all_indices < 0
+    keys = order_keys(all_values, all_indices.clamp_min(0), missing)
+    take = min(k, world * k_local)
+    top_keys, position = torch.topk(keys, take, dim=1, sorted=True)
+    out_values = torch.where(top_keys == torch.iinfo(torch.int64).min, -torch.inf, all_values.gather(1, position))
+    out_indices = torch.where(top_keys == torch.iinfo(torch.int64).min, -1, all_indices.gather(1, position))
+    if take < k:
+        out_values = torch.nn.functional.pad(out_values, (0, k - take), value=-torch.inf)
+        out_indices = torch.nn.functional.pad(out_indices, (0, k - take), value=-1)
+    return out_values, out_indices.to(torch.int32)
