@@ -1,0 +1,169 @@
+"""Indexer modules: a reference BF16 lightning indexer, its FP4 drop-in, and the swap.
+
+``ReferenceIndexer`` follows DeepSeek-V3.2's lightning indexer without RoPE
+(Kimi K3's No-RoPE indexer): queries from the low-rank query input through a
+projection, one shared key per token through a projection and LayerNorm, and
+per-head weights from a projection scaled by ``heads**-0.5 * softmax_scale``.
+It keeps keys in a paged BF16 cache it owns and returns the top-k token
+indices of every decode row. ``FP4Indexer`` has the same parameters and
+forward signature and keeps its keys in an FP4 index section of merged pages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Optional
+
+import torch
+from torch import nn
+
+from . import formats as F
+from .layout import allocate_merged_cache, check_cache
+from .ops import decode_layout, quantize_queries, score_paged, select_topk, store_keys
+
+
+class ReferenceIndexer(nn.Module):
+    """BF16 lightning indexer over a paged key cache.
+
+    forward(x [rows, hidden], q_lora [rows, q_lora_rank], slots int [rows], block_table int
+    [requests, pages_per_request], seq_lens int [requests], query_lens int [requests],
+    max_query_len: int) -> int32 [rows, topk] token indices (-1 where a row has fewer keys).
+    Stores this step's keys at ``slots`` (negative: padding rows) before scoring.
+    """
+
+    def __init__(
+        self,
+        hidden_size: int,
+        q_lora_rank: int,
+        num_pages: int,
+        heads: int = 64,
+        head_dim: int = F.HEAD_DIM,
+        topk: int = 2048,
+        softmax_scale: Optional[float] = None,
+        device=None,
+        dtype=torch.bfloat16,
+    ):
+        super().__init__()
+        if head_dim != F.HEAD_DIM:
+            raise ValueError(f"head_dim: expected {F.HEAD_DIM}, got {head_dim}")
+        self.heads, self.head_dim, self.topk = heads, head_dim, topk
+        self.softmax_scale = head_dim**-0.5 if softmax_scale is None else softmax_scale
+        factory = dict(device=device, dtype=dtype)
+        self.wq_b = nn.Linear(q_lora_rank, heads * head_dim, bias=False, **factory)
+        self.wk = nn.Linear(hidden_size, head_dim, bias=False, **factory)
+        self.k_norm = nn.LayerNorm(head_dim, **factory)
+        self.weights_proj = nn.Linear(hidden_size, heads, bias=False, **factory)
+        self.register_buffer("key_cache", torch.zeros(num_pages, F.PAGE_TOKENS, head_dim, **factory), persistent=False)
+
+    def project(self, x: torch.Tensor, q_lora: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(queries [rows, H, 128], keys [rows, 128], weights float32 [rows, H])."""
+        q = self.wq_b(q_lora).view(-1, self.heads, self.head_dim)
+        k = self.k_norm(self.wk(x))
+        w = self.weights_proj(x).float() * (self.heads**-0.5 * self.softmax_scale)
+        return q, k, w
+
+    def forward(self, x, q_lora, slots, block_table, seq_lens, query_lens, max_query_len: int):
+        q, k, w = self.project(x, q_lora)
+        flat = self.key_cache.view(-1, self.head_dim)
+        valid = (slots >= 0) & (slots < flat.shape[0])
+        # Padding rows write their own slot's old value back: no host read, no data-dependent shape.
+        target = torch.where(valid, slots, 0).long()
+        flat.index_put_((target,), torch.where(valid.unsqueeze(1), k.to(flat.dtype), flat[target]))
+        query_starts, row_ends = decode_layout(seq_lens, query_lens, q.shape[0])
+        request = torch.searchsorted(query_starts[1:].long(), torch.arange(q.shape[0], device=q.device), right=True)
+        request = request.clamp(max=block_table.shape[0] - 1)
+        keys = self.key_cache[block_table.long()].flatten(1, 2)[request]  # [rows, width, 128]
+        scores = torch.einsum("rhd,rjd->rhj", q, keys).float().relu()
+        logits = (scores * w.unsqueeze(-1)).sum(1)
+        return select_topk(logits, row_ends, self.topk, backend="reference")[1]
+
+
+class FP4Indexer(nn.Module):
+    """The FP4 drop-in for ``ReferenceIndexer``: same parameters, same forward.
+
+    Keys live in an FP4 index section (68 B/token) inside merged pages: its own
+    (``num_pages`` pages of ``page_bytes`` with the section at ``index_offset``)
+    or an external ``index_cache`` view ``uint8 [pages, 64, 68]``.
+    """
+
+    def __init__(
+        self,
+        hidden_size: int,
+        q_lora_rank: int,
+        num_pages: int,
+        heads: int = 64,
+        head_dim: int = F.HEAD_DIM,
+        topk: int = 2048,
+        softmax_scale: Optional[float] = None,
+        device=None,
+        dtype=torch.bfloat16,
+        page_bytes: Optional[int] = None,
+        index_offset: int = 0,
+        index_cache: Optional[torch.Tensor] = None,
+        backend: Optional[str] = None,
+    ):
+        super().__init__()
+        self.heads, self.head_dim, self.topk, self.backend = heads, head_dim, topk, backend
+        self.softmax_scale = head_dim**-0.5 if softmax_scale is None else softmax_scale
+        factory = dict(device=device, dtype=dtype)
+        self.wq_b = nn.Linear(q_lora_rank, heads * head_dim, bias=False, **factory)
+        self.wk = nn.Linear(hidden_size, head_dim, bias=False, **factory)
+        self.k_norm = nn.LayerNorm(head_dim, **factory)
+        self.weights_proj = nn.Linear(hidden_size, heads, bias=False, **factory)
+        if index_cache is None:
+            pages, index_cache = allocate_merged_cache(num_pages, page_bytes, index_offset, device=device)
+            self.register_buffer("pages", pages, persistent=False)
+        check_cache(index_cache, "index_cache")
+        self.index_cache = index_cache
+
+    project = ReferenceIndexer.project
+
+    @classmethod
+    def from_reference(cls, module: ReferenceIndexer, **kwargs) -> "FP4Indexer":
+        """An FP4Indexer carrying ``module``'s weights (copied) and geometry."""
+        weight = module.wq_b.weight
+        fp4 = cls(
+            hidden_size=module.wk.in_features,
+            q_lora_rank=module.wq_b.in_features,
+            num_pages=module.key_cache.shape[0],
+            heads=module.heads,
+            topk=module.topk,
+            softmax_scale=module.softmax_scale,
+            device=weight.device,
+            dtype=weight.dtype,
+            **kwargs,
+        )
+        fp4.load_state_dict(module.state_dict(), strict=False)
+        return fp4
+
+    def forward(self, x, q_lora, slots, block_table, seq_lens, query_lens, max_query_len: int):
+        q, k, w = self.project(x, q_lora)
+        store_keys(k, self.index_cache, slots, backend=self.backend)
+        query_starts, row_ends = decode_layout(seq_lens, query_lens, q.shape[0])
+        query = quantize_queries(q, backend=self.backend)
+        logits = score_paged(query, self.index_cache, w, block_table, query_starts, row_ends, max_query_len,
+                             backend=self.backend)
+        return select_topk(logits, row_ends, self.topk, backend=self.backend)[1]
+
+
+def swap_indexers(
+    model: nn.Module,
+    predicate: Optional[Callable[[str, nn.Module], bool]] = None,
+    **fp4_kwargs,
+) -> list[tuple[str, FP4Indexer]]:
+    """Replace every ``ReferenceIndexer`` in ``model`` (or every module ``predicate(name, module)``
+    accepts) by ``FP4Indexer.from_reference(module, **fp4_kwargs)``, in place.
+
+    Returns the swapped ``(qualified name, new module)`` pairs, in module order.
+    """
+    if predicate is None:
+        predicate = lambda name, module: isinstance(module, ReferenceIndexer)  # noqa: E731
+    targets = [(name, module) for name, module in model.named_modules() if name and predicate(name, module)]
+    swapped = []
+    for name, module in targets:
+        parent_name, _, child = name.rpartition(".")
+        parent = model.get_submodule(parent_name)
+        new = FP4Indexer.from_reference(module, **fp4_kwargs)
+        setattr(parent, child, new)
+        swapped.append((name, new))
+    return swapped

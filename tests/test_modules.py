@@ -1,0 +1,100 @@
+"""FP4Indexer against the BF16 reference indexer; swap_indexers in a small model."""
+
+import torch
+from torch import nn
+
+import fp4_inductor as fp4
+from fp4_inductor.modules import FP4Indexer, ReferenceIndexer, swap_indexers
+
+
+class TinyModel(nn.Module):
+    def __init__(self, layers=2):
+        super().__init__()
+        self.layers = nn.ModuleList(
+            nn.ModuleDict({"indexer": ReferenceIndexer(96, 48, num_pages=12, heads=16, topk=32, dtype=torch.float32),
+                           "mlp": nn.Linear(96, 96)})
+            for _ in range(layers)
+        )
+
+    def forward(self, x, q_lora, *layout):
+        return [layer["indexer"](x, q_lora, *layout) for layer in self.layers]
+
+
+def decode_inputs(gen, requests=3):
+    query_lens = torch.tensor([2, 1, 3])[:requests]
+    seq_lens = torch.tensor([200, 64, 130])[:requests]
+    rows = int(query_lens.sum()) + 1
+    block_table = torch.randperm(12, generator=gen)[: requests * 4].view(requests, 4).int()
+    slots = torch.full((rows,), -1)
+    # This step's keys go to the last query_lens positions of each request.
+    r = 0
+    for i in range(requests):
+        for p in range(int(query_lens[i])):
+            t = int(seq_lens[i] - query_lens[i] + p)
+            slots[r] = int(block_table[i, t // 64]) * 64 + t % 64
+            r += 1
+    x = torch.randn(rows, 96, generator=gen)
+    q_lora = torch.randn(rows, 48, generator=gen)
+    return x, q_lora, slots, block_table, seq_lens, query_lens, int(query_lens.max())
+
+
+def fill_history(model, gen):
+    """Every cached position gets a key through both indexers (the reference's own projection)."""
+    for layer in model.layers:
+        idx = layer["indexer"]
+        slots = torch.arange(12 * 64)
+        x = torch.randn(slots.shape[0], 96, generator=gen)
+        k = idx.k_norm(idx.wk(x))
+        if isinstance(idx, ReferenceIndexer):
+            idx.key_cache.view(-1, 128).copy_(k.detach())
+        else:
+            fp4.store_keys(k.detach(), idx.index_cache, slots)
+
+
+def test_swap_replaces_every_reference_indexer(gen):
+    model = TinyModel()
+    swapped = swap_indexers(model)
+    assert [name for name, _ in swapped] == ["layers.0.indexer", "layers.1.indexer"]
+    assert all(isinstance(layer["indexer"], FP4Indexer) for layer in model.layers)
+    assert isinstance(model.layers[0]["mlp"], nn.Linear)
+
+
+def test_swap_with_predicate(gen):
+    model = TinyModel()
+    swapped = swap_indexers(model, predicate=lambda name, m: isinstance(m, ReferenceIndexer) and name.startswith("layers.1"))
+    assert [name for name, _ in swapped] == ["layers.1.indexer"]
+    assert isinstance(model.layers[0]["indexer"], ReferenceIndexer)
+
+
+def test_fp4_indexer_tracks_reference_topk(gen):
+    torch.manual_seed(0)
+    reference_model = TinyModel()
+    fp4_model = TinyModel()
+    fp4_model.load_state_dict(reference_model.state_dict())
+    swap_indexers(fp4_model)
+    for model in (reference_model, fp4_model):
+        fill_history(model, torch.Generator().manual_seed(5))
+    inputs = decode_inputs(torch.Generator().manual_seed(6))
+    with torch.no_grad():
+        want = reference_model(*inputs)
+        got = fp4_model(*inputs)
+    assert len(got) == len(want) and got[0].shape == want[0].shape and got[0].dtype == torch.int32
+    # FP4 keys and queries (about 3 bits of precision) pick most of the BF16 top-32: with
+    # Gaussian data the logits' spread is narrow, so the bar is the 0.6 of random-data runs.
+    overlaps = []
+    for g, w in zip(got, want):
+        for r in range(w.shape[0]):
+            a, b = set(g[r].tolist()) - {-1}, set(w[r].tolist()) - {-1}
+            if b:
+                overlaps.append(len(a & b) / len(b))
+            else:
+                assert not a
+    assert sum(overlaps) / len(overlaps) > 0.6
+
+
+def test_from_reference_copies_weights(gen):
+    ref = ReferenceIndexer(96, 48, num_pages=4, heads=16, topk=8, dtype=torch.float32)
+    new = FP4Indexer.from_reference(ref, page_bytes=8192, index_offset=1024)
+    for name, p in ref.named_parameters():
+        assert torch.equal(p, new.get_parameter(name))
+    assert new.index_cache.shape == (4, 64, 68) and new.pages.shape == (4, 8192)
