@@ -182,3 +182,14 @@ def test_kernel_rounding_ties_and_code_points(backend_device):
     slots = torch.arange(keys.shape[0], device=device)
     fp4.store_keys(keys.to(device), fp4.index_section(buffer_b, 1024), slots, backend=backend)
     assert torch.equal(buffer_b.cpu(), buffer)
+
+
+def test_store_keys_strided_keys(backend_device, gen):
+    backend, device = backend_device
+    wide = random_keys(40, gen, torch.bfloat16).repeat_interleave(2, dim=1)  # [40, 256]
+    keys = wide[:, ::2]  # element stride 2
+    buffer, cache = merged_cache(2, "cpu", gen=gen)
+    buffer_b = buffer.to(device)
+    reference.store_keys(keys.contiguous(), cache, torch.arange(40))
+    fp4.store_keys(keys.to(device), fp4.index_section(buffer_b, 1024), torch.arange(40, device=device), backend=backend)
+    assert torch.equal(buffer_b.cpu(), buffer)

@@ -98,3 +98,22 @@ def test_score_nan_key_group_gives_nan_logit(backend_device, gen):
     got = got.cpu()
     assert got[0, 64 + 5].isnan()
     assert got[0, :100].isnan().sum() == 1
+
+
+def test_score_strided_inputs(backend_device, gen):
+    """Weights and block table as strided views, queries cut out of a wider tensor."""
+    backend, device = backend_device
+    case = scoring_case(gen, device, **CASES["ragged"])
+    wide = torch.randn(case["q"].shape[0], case["q"].shape[1], 256, generator=gen).to(device)
+    case["q"] = wide[..., 64:192]
+    query = fp4.quantize_queries(case["q"], backend=backend)
+    assert torch.equal(query[0].cpu(), fp4.quantize_queries(case["q"].cpu().contiguous(), backend="reference")[0])
+    weights = torch.stack([case["weights"], torch.full_like(case["weights"], float("nan"))], dim=2)[..., 0]
+    block_table = case["block_table"].t().contiguous().t()
+    args = (query, case["cache"], weights, block_table, case["query_starts"], case["row_ends"], case["max_query_len"])
+    got = fp4.score_paged(*args, backend=backend)
+    want = fp4.score_paged(query, case["cache"], case["weights"], case["block_table"].contiguous(), case["query_starts"],
+                           case["row_ends"], case["max_query_len"], backend="reference")
+    valid = reference.valid_region(case["query_starts"], case["row_ends"], got.shape[1])
+    err = (got[valid] - want[valid]).double().norm() / want[valid].double().norm()
+    assert err < 1e-5

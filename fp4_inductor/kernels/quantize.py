@@ -29,9 +29,9 @@ def load_float(ptr, offsets, mask, IS_BF16: tl.constexpr):
 
 
 @triton.jit
-def load_groups(ptr, row_offsets, mask, IS_BF16: tl.constexpr):
+def load_groups(ptr, row_offsets, element_stride, mask, IS_BF16: tl.constexpr):
     """Rows of 128 elements at ``ptr + row_offsets`` [R] -> (even, odd) float32 [R, 4, 16]."""
-    x = load_float(ptr, row_offsets[:, None] + tl.arange(0, 128)[None, :], mask[:, None], IS_BF16)
+    x = load_float(ptr, row_offsets[:, None] + tl.arange(0, 128)[None, :] * element_stride, mask[:, None], IS_BF16)
     return tl.split(tl.reshape(x, (x.shape[0], 4, 16, 2)))
 
 
@@ -77,6 +77,7 @@ def fp4_groups(even, odd):
 def store_keys_kernel(
     keys_ptr,
     key_stride,
+    element_stride,
     slots_ptr,
     cache_ptr,
     page_stride,
@@ -88,7 +89,7 @@ def store_keys_kernel(
     row = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
     slot = tl.load(slots_ptr + row, mask=row < n, other=-1).to(tl.int64)
     ok = (slot >= 0) & (slot < capacity)
-    even, odd = load_groups(keys_ptr, row.to(tl.int64) * key_stride, row < n, IS_BF16)
+    even, odd = load_groups(keys_ptr, row.to(tl.int64) * key_stride, element_stride, row < n, IS_BF16)
     payload, scale = fp4_groups(even, odd)
     g = tl.arange(0, 4)[None, :, None]
     i = tl.arange(0, 16)[None, None, :]
@@ -101,11 +102,13 @@ def store_keys_kernel(
 
 
 @triton.jit
-def quantize_queries_kernel(q_ptr, stride_r, stride_h, payload_ptr, scales_ptr, HEADS: tl.constexpr, IS_BF16: tl.constexpr):
+def quantize_queries_kernel(
+    q_ptr, stride_r, stride_h, stride_e, payload_ptr, scales_ptr, HEADS: tl.constexpr, IS_BF16: tl.constexpr
+):
     # One program per row; 64 virtual heads so that the unused scale slots get 127.
     r = tl.program_id(0).to(tl.int64)
     heads = tl.arange(0, 64)
-    even, odd = load_groups(q_ptr, r * stride_r + heads * stride_h, heads < HEADS, IS_BF16)
+    even, odd = load_groups(q_ptr, r * stride_r + heads * stride_h, stride_e, heads < HEADS, IS_BF16)
     payload, scale = fp4_groups(even, odd)
     h = heads[:, None, None]
     g = tl.arange(0, 4)[None, :, None]
@@ -128,12 +131,10 @@ def launch_store_keys(keys: torch.Tensor, cache: torch.Tensor, slots: torch.Tens
     n = keys.shape[0]
     if n == 0 or cache.shape[0] == 0:
         return
-    if keys.stride(1) != 1:
-        raise ValueError(f"keys: expected unit stride along the 128 elements, got strides {keys.stride()}")
     source, is_bf16 = _float_source(keys)
     block = tuning.get("block", 32)
     wrap_triton(store_keys_kernel)[(triton.cdiv(n, block),)](
-        source, keys.stride(0), slots, cache, cache.stride(0), n, cache.shape[0] * F.PAGE_TOKENS,
+        source, keys.stride(0), keys.stride(1), slots, cache, cache.stride(0), n, cache.shape[0] * F.PAGE_TOKENS,
         IS_BF16=is_bf16, BLOCK_T=block, num_warps=tuning.get("num_warps", 4),
     )
 
@@ -144,10 +145,8 @@ def launch_quantize_queries(q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor
     scales = torch.empty((rows, 1, F.GROUPS, F.QUERY_SCALE_LANES, F.QUERY_SCALE_SLOTS), dtype=torch.uint8, device=q.device)
     if rows == 0:
         return payload, scales
-    if q.stride(2) != 1:
-        raise ValueError(f"q: expected unit stride along the 128 elements, got strides {q.stride()}")
     source, is_bf16 = _float_source(q)
     wrap_triton(quantize_queries_kernel)[(rows,)](
-        source, q.stride(0), q.stride(1), payload, scales, HEADS=heads, IS_BF16=is_bf16, num_warps=4
+        source, q.stride(0), q.stride(1), q.stride(2), payload, scales, HEADS=heads, IS_BF16=is_bf16, num_warps=4
     )
     return payload, scales

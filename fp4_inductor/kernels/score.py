@@ -151,8 +151,11 @@ def score_paged_kernel(
     cache_ptr,
     page_stride,
     weights_ptr,
+    weights_stride,
+    weights_head_stride,
     block_table_ptr,
     block_table_stride,
+    block_table_page_stride,
     query_starts_ptr,
     row_ends_ptr,
     pages_per_split,
@@ -191,7 +194,7 @@ def score_paged_kernel(
         query_folds = tl.min(tl.min(q_fold, axis=1), axis=0) >= 0
         qa, qb = query_operands(q_base, c_ok, tl.maximum(q_fold, 0))
         qa_raw, qb_raw = query_operands(q_base, c_ok, tl.zeros_like(q_exp))
-        w = tl.load(weights_ptr + c_row.to(tl.int64) * HEADS + c_head, mask=c_ok, other=0.0)
+        w = tl.load(weights_ptr + c_row.to(tl.int64) * weights_stride + c_head * weights_head_stride, mask=c_ok, other=0.0)
         w_folded = w * power_of_two(q_max, 0.0625)
         w_folded = tl.where(c_ok, w_folded, 0.0)
 
@@ -203,12 +206,12 @@ def score_paged_kernel(
         # the loads of the next tile are in flight while this one is converted and multiplied.
         index = page_begin + m // 64
         ok = index < page_end
-        page = tl.load(bt_row + index, mask=ok, other=0).to(tl.int64)
+        page = tl.load(bt_row + index * block_table_page_stride, mask=ok, other=0).to(tl.int64)
         section = (cache_ptr + page * page_stride)[:, None]
         k_exp = tl.load(section + scale_at, mask=ok[:, None], other=0).to(tl.int32)
         x, x2 = load_key_bytes(section, token, ok[:, None], ASM)
         ahead = page_begin + TILE_PAGES + m // 64
-        page_ahead = tl.load(bt_row + ahead, mask=ahead < page_end, other=0).to(tl.int64)
+        page_ahead = tl.load(bt_row + ahead * block_table_page_stride, mask=ahead < page_end, other=0).to(tl.int64)
         for tile in range(page_begin, page_end, TILE_PAGES):
             cur_exp, cur_x, cur_x2 = k_exp, x, x2
             index = tile + TILE_PAGES + m // 64
@@ -217,7 +220,7 @@ def score_paged_kernel(
             k_exp = tl.load(section + scale_at, mask=ok[:, None], other=0).to(tl.int32)
             x, x2 = load_key_bytes(section, token, ok[:, None], ASM)
             ahead = index + TILE_PAGES
-            page_ahead = tl.load(bt_row + ahead, mask=ahead < page_end, other=0).to(tl.int64)
+            page_ahead = tl.load(bt_row + ahead * block_table_page_stride, mask=ahead < page_end, other=0).to(tl.int64)
 
             k_max = tl.max(cur_exp, axis=1)
             k_fold = FOLD_LIMIT - (k_max[:, None] - cur_exp)
@@ -266,11 +269,9 @@ def launch_score_paged(
     requests, pages_per_request = block_table.shape
     if rows == 0 or requests == 0 or pages_per_request == 0:
         return
-    for name, t in (("query[0] (payload)", q_payload), ("query[1] (scales)", q_scales), ("weights", weights)):
+    for name, t in (("query[0] (payload)", q_payload), ("query[1] (scales)", q_scales)):
         if not t.is_contiguous():
-            raise ValueError(f"{name}: the Triton scorer expects a contiguous tensor, got strides {t.stride()}")
-    if block_table.stride(1) != 1:
-        raise ValueError(f"block_table: expected unit stride along pages, got strides {block_table.stride()}")
+            raise ValueError(f"{name}: expected the contiguous tensor quantize_queries returns, got strides {t.stride()}")
     # Rows of a request are scored together up to 128 columns (rows x heads);
     # longer verify groups are split into row blocks, each still sharing its key reads.
     rows_per_block = min(triton.next_power_of_2(max_query_len), max(1, tuning.get("max_columns", 128) // heads))
@@ -280,8 +281,8 @@ def launch_score_paged(
     pages_per_split = triton.cdiv(pages_per_split, tile_pages) * tile_pages
     grid = (requests, triton.cdiv(pages_per_request, pages_per_split), row_blocks)
     wrap_triton(score_paged_kernel)[grid](
-        out, out.stride(0), q_payload, q_scales, cache, cache.stride(0), weights,
-        block_table, block_table.stride(0), query_starts, row_ends, pages_per_split,
+        out, out.stride(0), q_payload, q_scales, cache, cache.stride(0), weights, weights.stride(0), weights.stride(1),
+        block_table, block_table.stride(0), block_table.stride(1), query_starts, row_ends, pages_per_split,
         HEADS=heads, ROWS=rows_per_block, TILE_PAGES=tile_pages, ASM=tuning.get("asm", cache.device.type == "cuda"),
         num_warps=tuning.get("num_warps", 4 if rows_per_block * heads <= 64 else 8),
         num_stages=tuning.get("num_stages", 3),
