@@ -22,7 +22,30 @@ from .layout import allocate_merged_cache, check_cache
 from .ops import decode_layout, quantize_queries, score_paged, select_topk, store_keys
 
 
-class ReferenceIndexer(nn.Module):
+class IndexerProjections(nn.Module):
+    """The indexer's parameters: query, key (+ LayerNorm) and head-weight projections."""
+
+    def __init__(self, hidden_size, q_lora_rank, heads, head_dim, topk, softmax_scale, device, dtype):
+        super().__init__()
+        if head_dim != F.HEAD_DIM:
+            raise ValueError(f"head_dim: expected {F.HEAD_DIM}, got {head_dim}")
+        self.heads, self.head_dim, self.topk = heads, head_dim, topk
+        self.softmax_scale = head_dim**-0.5 if softmax_scale is None else softmax_scale
+        factory = dict(device=device, dtype=dtype)
+        self.wq_b = nn.Linear(q_lora_rank, heads * head_dim, bias=False, **factory)
+        self.wk = nn.Linear(hidden_size, head_dim, bias=False, **factory)
+        self.k_norm = nn.LayerNorm(head_dim, **factory)
+        self.weights_proj = nn.Linear(hidden_size, heads, bias=False, **factory)
+
+    def project(self, x: torch.Tensor, q_lora: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(queries [rows, H, 128], keys [rows, 128], weights float32 [rows, H])."""
+        q = self.wq_b(q_lora).view(-1, self.heads, self.head_dim)
+        k = self.k_norm(self.wk(x))
+        w = self.weights_proj(x).float() * (self.heads**-0.5 * self.softmax_scale)
+        return q, k, w
+
+
+class ReferenceIndexer(IndexerProjections):
     """BF16 lightning indexer over a paged key cache.
 
     forward(x [rows, hidden], q_lora [rows, q_lora_rank], slots int [rows], block_table int
@@ -43,24 +66,9 @@ class ReferenceIndexer(nn.Module):
         device=None,
         dtype=torch.bfloat16,
     ):
-        super().__init__()
-        if head_dim != F.HEAD_DIM:
-            raise ValueError(f"head_dim: expected {F.HEAD_DIM}, got {head_dim}")
-        self.heads, self.head_dim, self.topk = heads, head_dim, topk
-        self.softmax_scale = head_dim**-0.5 if softmax_scale is None else softmax_scale
+        super().__init__(hidden_size, q_lora_rank, heads, head_dim, topk, softmax_scale, device, dtype)
         factory = dict(device=device, dtype=dtype)
-        self.wq_b = nn.Linear(q_lora_rank, heads * head_dim, bias=False, **factory)
-        self.wk = nn.Linear(hidden_size, head_dim, bias=False, **factory)
-        self.k_norm = nn.LayerNorm(head_dim, **factory)
-        self.weights_proj = nn.Linear(hidden_size, heads, bias=False, **factory)
         self.register_buffer("key_cache", torch.zeros(num_pages, F.PAGE_TOKENS, head_dim, **factory), persistent=False)
-
-    def project(self, x: torch.Tensor, q_lora: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(queries [rows, H, 128], keys [rows, 128], weights float32 [rows, H])."""
-        q = self.wq_b(q_lora).view(-1, self.heads, self.head_dim)
-        k = self.k_norm(self.wk(x))
-        w = self.weights_proj(x).float() * (self.heads**-0.5 * self.softmax_scale)
-        return q, k, w
 
     def forward(self, x, q_lora, slots, block_table, seq_lens, query_lens, max_query_len: int):
         q, k, w = self.project(x, q_lora)
@@ -78,7 +86,7 @@ class ReferenceIndexer(nn.Module):
         return select_topk(logits, row_ends, self.topk, backend="reference")[1]
 
 
-class FP4Indexer(nn.Module):
+class FP4Indexer(IndexerProjections):
     """The FP4 drop-in for ``ReferenceIndexer``: same parameters, same forward.
 
     Keys live in an FP4 index section (68 B/token) inside merged pages: its own
@@ -102,21 +110,13 @@ class FP4Indexer(nn.Module):
         index_cache: Optional[torch.Tensor] = None,
         backend: Optional[str] = None,
     ):
-        super().__init__()
-        self.heads, self.head_dim, self.topk, self.backend = heads, head_dim, topk, backend
-        self.softmax_scale = head_dim**-0.5 if softmax_scale is None else softmax_scale
-        factory = dict(device=device, dtype=dtype)
-        self.wq_b = nn.Linear(q_lora_rank, heads * head_dim, bias=False, **factory)
-        self.wk = nn.Linear(hidden_size, head_dim, bias=False, **factory)
-        self.k_norm = nn.LayerNorm(head_dim, **factory)
-        self.weights_proj = nn.Linear(hidden_size, heads, bias=False, **factory)
+        super().__init__(hidden_size, q_lora_rank, heads, head_dim, topk, softmax_scale, device, dtype)
+        self.backend = backend
         if index_cache is None:
             pages, index_cache = allocate_merged_cache(num_pages, page_bytes, index_offset, device=device)
             self.register_buffer("pages", pages, persistent=False)
         check_cache(index_cache, "index_cache")
         self.index_cache = index_cache
-
-    project = ReferenceIndexer.project
 
     @classmethod
     def from_reference(cls, module: ReferenceIndexer, **kwargs) -> "FP4Indexer":

@@ -132,10 +132,10 @@ def launch_store_keys(keys: torch.Tensor, cache: torch.Tensor, slots: torch.Tens
     if n == 0 or cache.shape[0] == 0:
         return
     source, is_bf16 = _float_source(keys)
-    block = tuning.get("block", 32)
+    block = tuning.get("block", 16)
     wrap_triton(store_keys_kernel)[(triton.cdiv(n, block),)](
         source, keys.stride(0), keys.stride(1), slots, cache, cache.stride(0), n, cache.shape[0] * F.PAGE_TOKENS,
-        IS_BF16=is_bf16, BLOCK_T=block, num_warps=tuning.get("num_warps", 4),
+        IS_BF16=is_bf16, BLOCK_T=block, num_warps=tuning.get("num_warps", 2),
     )
 
 

@@ -276,7 +276,7 @@ def launch_score_paged(
     # longer verify groups are split into row blocks, each still sharing its key reads.
     rows_per_block = min(triton.next_power_of_2(max_query_len), max(1, tuning.get("max_columns", 128) // heads))
     row_blocks = triton.cdiv(max_query_len, rows_per_block)
-    tile_pages = tuning.get("tile_pages", 1)
+    tile_pages = tuning.get("tile_pages", 2)
     pages_per_split = split_plan(requests, pages_per_request, row_blocks, cache.device, tuning.get("splits_per_sm", 4))
     pages_per_split = triton.cdiv(pages_per_split, tile_pages) * tile_pages
     grid = (requests, triton.cdiv(pages_per_request, pages_per_split), row_blocks)
@@ -284,6 +284,6 @@ def launch_score_paged(
         out, out.stride(0), q_payload, q_scales, cache, cache.stride(0), weights, weights.stride(0), weights.stride(1),
         block_table, block_table.stride(0), block_table.stride(1), query_starts, row_ends, pages_per_split,
         HEADS=heads, ROWS=rows_per_block, TILE_PAGES=tile_pages, ASM=tuning.get("asm", cache.device.type == "cuda"),
-        num_warps=tuning.get("num_warps", 4 if rows_per_block * heads <= 64 else 8),
+        num_warps=tuning.get("num_warps", 4),
         num_stages=tuning.get("num_stages", 3),
     )
