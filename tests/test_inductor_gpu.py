@@ -36,3 +36,59 @@ def test_inductor_emits_fp4_kernels_without_sync_or_cache_copy(gen):
     assert not clone.search(code), clone.search(code).group(0)
     assert torch.equal(inputs["buffer"], eager_buffer)
     assert torch.equal(torch.sort(indices, dim=1)[0], torch.sort(eager[1], dim=1)[0])
+
+
+def test_cuda_graph_decode_loop_equals_eager(gen):
+    """Capture the decode step once at short lengths, replay while contexts grow past every
+    length seen at capture, verify lengths change and padding rows come and go."""
+    import fp4_inductor as fp4
+
+    requests, pages_per_request, rows = 3, 8, 9
+    inputs = step_inputs(gen, query_lens=[1, 1, 1], seq_lens=[70, 65, 100], pages_per_request=pages_per_request)
+    static = {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
+    static["cache"] = fp4.index_section(static["buffer"], 1024)
+    for name, size in (("new_keys", (rows, 128)), ("q", (rows, 16, 128)), ("weights", (rows, 16)), ("slots", (rows,))):
+        static[name] = torch.zeros(size, dtype=static[name].dtype, device="cuda")
+    static["max_query_len"] = 4
+
+    def step():
+        return run(decode_step, static)
+
+    def load(seq_lens, query_lens):
+        g = torch.Generator().manual_seed(sum(seq_lens))
+        static["seq_lens"].copy_(torch.tensor(seq_lens))
+        static["query_lens"].copy_(torch.tensor(query_lens))
+        all_slots = (static["block_table"].long().cpu().unsqueeze(-1) * 64 + torch.arange(64)).flatten(1)
+        slots = torch.cat([all_slots[i, seq_lens[i] - query_lens[i] : seq_lens[i]] for i in range(requests)])
+        slots = torch.cat([slots, torch.full((rows - slots.shape[0],), -1)])
+        static["slots"].copy_(slots)
+        static["new_keys"].copy_(torch.randn(rows, 128, generator=g))
+        static["q"].copy_(torch.randn(rows, 16, 128, generator=g))
+        static["weights"].copy_(torch.randn(rows, 16, generator=g))
+
+    load([70, 65, 100], [1, 1, 1])
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        with torch.cuda.graph(graph):
+            values, indices = step()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    schedule = [([90, 80, 130], [2, 1, 3]), ([200, 81, 131], [1, 4, 1]), ([450, 300, 500], [3, 3, 2]), ([510, 511, 512], [1, 1, 1])]
+    for seq_lens, query_lens in schedule:
+        load(seq_lens, query_lens)
+        before = static["buffer"].clone()
+        graph.replay()
+        replayed = (values.clone(), indices.clone(), static["buffer"].clone())
+        static["buffer"].copy_(before)
+        want_values, want_indices = step()
+        assert torch.equal(static["buffer"], replayed[2])
+        order = torch.argsort(replayed[1], dim=1)
+        want_order = torch.argsort(want_indices, dim=1)
+        assert torch.equal(replayed[1].gather(1, order), want_indices.gather(1, want_order))
+        assert torch.equal(replayed[0].gather(1, order), want_values.gather(1, want_order))
