@@ -283,7 +283,7 @@ def launch_score_paged(
     wrap_triton(score_paged_kernel)[grid](
         out, out.stride(0), q_payload, q_scales, cache, cache.stride(0), weights, weights.stride(0), weights.stride(1),
         block_table, block_table.stride(0), block_table.stride(1), query_starts, row_ends, pages_per_split,
-        HEADS=heads, ROWS=rows_per_block, TILE_PAGES=tile_pages, ASM=tuning.get("asm", cache.device.type == "cuda"),
+        HEADS=heads, ROWS=rows_per_block, TILE_PAGES=tile_pages, ASM=tuning.get("asm", cache.device.type == "cuda" and torch.version.hip is None),
         num_warps=tuning.get("num_warps", 4),
         num_stages=tuning.get("num_stages", 3),
     )
