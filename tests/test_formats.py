@@ -193,3 +193,23 @@ def test_store_keys_strided_keys(backend_device, gen):
     reference.store_keys(keys.contiguous(), cache, torch.arange(40))
     fp4.store_keys(keys.to(device), fp4.index_section(buffer_b, 1024), torch.arange(40, device=device), backend=backend)
     assert torch.equal(buffer_b.cpu(), buffer)
+
+
+def test_kernel_rounding_at_float_neighbours_of_every_threshold(backend_device):
+    """Each rounding threshold and code point, and the floats just below and above it, scaled
+    into groups whose largest element is exactly 6 * 2**e, through each backend."""
+    backend, device = backend_device
+    points = torch.tensor([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
+    below = torch.nextafter(points, torch.zeros_like(points))
+    above = torch.nextafter(points, torch.full_like(points, 7.0)).clamp(max=6.0)
+    values = torch.cat([points, below, above, -points, -below, -above])  # 84 values
+    values = torch.cat([values, torch.zeros(-len(values) % 124)]).view(-1, 31)  # whole keys of 4 groups
+    groups = torch.cat([values, torch.full((values.shape[0], 1), 6.0)], dim=1)  # amax 6 -> scale 2**0
+    keys = torch.cat([groups * 2.0**e for e in (-30, 0, 17)]).view(-1, 128)
+    buffer, cache = merged_cache(1, "cpu")
+    buffer_b = buffer.to(device)
+    reference.store_keys(keys, cache, torch.arange(keys.shape[0]))
+    fp4.store_keys(keys.to(device), fp4.index_section(buffer_b, 1024), torch.arange(keys.shape[0], device=device),
+                   backend=backend)
+    diff = (buffer_b.cpu() != buffer).nonzero()
+    assert diff.numel() == 0, f"bytes differ at {diff[:4].tolist()}"
