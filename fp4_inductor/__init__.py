@@ -4,10 +4,13 @@ See README.md and docs/ for the layouts and the contract of every op.
 """
 
 from .layout import allocate_merged_cache, cache_views, decode_tile_size, index_section
+from .modules import FP4Indexer, ReferenceIndexer, swap_indexers
 from .ops import decode_layout, quantize_queries, score_paged, select_topk, store_keys
 from .reference import dequantize_pages, dequantize_queries
 
 __all__ = [
+    "FP4Indexer",
+    "ReferenceIndexer",
     "allocate_merged_cache",
     "cache_views",
     "decode_layout",
@@ -19,4 +22,5 @@ __all__ = [
     "score_paged",
     "select_topk",
     "store_keys",
+    "swap_indexers",
 ]
