@@ -42,41 +42,33 @@ FOLD_LIMIT = tl.constexpr(3)  # 12 << 3 = 96 still fits int8
 # byte (255: a group left out, shl clamps to 0). Out $0: int8 elements 0..3, $1: elements 4..7.
 # Magnitudes come from the constant table by prmt, are shifted in place (at most 12 << 3 = 96,
 # so no byte overflows), and negated bytewise by ((~m & 0x7F) + 1) ^ 0x80, which keeps -0 at 0.
-_PRMT_ASM = tl.constexpr("""
+_PRMT_HALF = """
+and.b32 sel, {x}, 0x7777;
+prmt.b32 mag, tl, th, sel;
+shl.b32 mag, mag, sh;
+not.b32 neg, mag;
+and.b32 neg, neg, 0x7F7F7F7F;
+add.u32 neg, neg, 0x01010101;
+xor.b32 neg, neg, 0x80808080;
+shl.b32 msk, {x}, 4;
+prmt.b32 msk, msk, {x}, 0xD9C8;
+and.b32 neg, neg, msk;
+not.b32 msk, msk;
+and.b32 mag, mag, msk;
+or.b32 {out}, mag, neg;
+"""
+_PRMT_ASM = tl.constexpr(
+    """
 {
 .reg .b32 tl, th, sh, sel, mag, neg, msk, hi;
 mov.b32 tl, 0x03020100;
 mov.b32 th, 0x0C080604;
-and.b32 sh, $3, 0xFF;
-and.b32 sel, $2, 0x7777;
-prmt.b32 mag, tl, th, sel;
-shl.b32 mag, mag, sh;
-not.b32 neg, mag;
-and.b32 neg, neg, 0x7F7F7F7F;
-add.u32 neg, neg, 0x01010101;
-xor.b32 neg, neg, 0x80808080;
-shl.b32 msk, $2, 4;
-prmt.b32 msk, msk, $2, 0xD9C8;
-and.b32 neg, neg, msk;
-not.b32 msk, msk;
-and.b32 mag, mag, msk;
-or.b32 $0, mag, neg;
-shr.b32 hi, $2, 16;
-and.b32 sel, hi, 0x7777;
-prmt.b32 mag, tl, th, sel;
-shl.b32 mag, mag, sh;
-not.b32 neg, mag;
-and.b32 neg, neg, 0x7F7F7F7F;
-add.u32 neg, neg, 0x01010101;
-xor.b32 neg, neg, 0x80808080;
-shl.b32 msk, hi, 4;
-prmt.b32 msk, msk, hi, 0xD9C8;
-and.b32 neg, neg, msk;
-not.b32 msk, msk;
-and.b32 mag, mag, msk;
-or.b32 $1, mag, neg;
-}
-""")
+and.b32 sh, $3, 0xFF;"""
+    + _PRMT_HALF.format(x="$2", out="$0")
+    + "shr.b32 hi, $2, 16;"
+    + _PRMT_HALF.format(x="hi", out="$1")
+    + "}\n"
+)
 
 
 @triton.jit
