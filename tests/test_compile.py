@@ -59,7 +59,7 @@ def test_compiled_decode_step_equals_eager(gen):
     # The index cache (gigabytes in production) is written in place, never cloned: Inductor
     # would allocate a buffer of its shape (or of the merged pages') to clone it.
     pages, page_bytes = inputs["buffer"].shape
-    clone = re.compile(rf"empty_strided\w*\(\(({pages}, 64, 68|{pages}, {page_bytes}|{pages * page_bytes},\\s*)\)")
+    clone = re.compile(rf"empty_strided\w*\(\(({pages}, 64, 68|{pages}, {page_bytes}|{pages * page_bytes},\s*)\)")
     assert not clone.search("\n".join(codes))
     assert torch.equal(inputs["buffer"], eager_inputs["buffer"]), "the compiled step stored different bytes"
     assert torch.equal(torch.sort(indices, dim=1)[0], torch.sort(want_indices, dim=1)[0])
