@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 
 from ._checks import INDEX_DTYPES, check_int, check_tensor, describe
-from .reference import order_keys
+from .reference import top_of
 
 
 def _check_placement(rank: int, world: int, interleave: int) -> None:
@@ -78,12 +78,4 @@ def merge_topk(
     all_values = gathered_values.view(world, rows, k_local).permute(1, 0, 2).reshape(rows, world * k_local)
     all_indices = gathered_indices.view(world, rows, k_local).permute(1, 0, 2).reshape(rows, world * k_local)
     missing = all_indices < 0
-    keys = order_keys(all_values, all_indices.clamp_min(0), missing)
-    take = min(k, world * k_local)
-    top_keys, position = torch.topk(keys, take, dim=1, sorted=True)
-    out_values = torch.where(top_keys == torch.iinfo(torch.int64).min, -torch.inf, all_values.gather(1, position))
-    out_indices = torch.where(top_keys == torch.iinfo(torch.int64).min, -1, all_indices.gather(1, position))
-    if take < k:
-        out_values = torch.nn.functional.pad(out_values, (0, k - take), value=-torch.inf)
-        out_indices = torch.nn.functional.pad(out_indices, (0, k - take), value=-1)
-    return out_values, out_indices.to(torch.int32)
+    return top_of(all_values, all_indices.clamp_min(0), missing, k)

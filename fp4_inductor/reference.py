@@ -216,15 +216,25 @@ def select_topk(
     The reference always returns them sorted.
     """
     rows, width = logits.shape
-    take = min(k, width)
     j = torch.arange(width, device=logits.device)
     outside = j.unsqueeze(0) >= row_ends.to(torch.int64).unsqueeze(1)
-    keys = order_keys(logits, j.expand(rows, width), outside)
-    top_keys, indices = torch.topk(keys, take, dim=1, sorted=True)
+    return top_of(logits, j.expand(rows, width), outside, k)
+
+
+def top_of(
+    values: torch.Tensor, indices: torch.Tensor, excluded: torch.Tensor, k: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The k best of each row's (value, index) entries that are not ``excluded``, sorted by value,
+    ties to the lower index, NaN lowest; -inf / -1 where a row has fewer than k.
+
+    values float32 [rows, n], indices int [rows, n] in [0, 2**32) -> (float32 [rows, k], int32 [rows, k]).
+    """
+    take = min(k, values.shape[1])
+    top_keys, position = torch.topk(order_keys(values, indices, excluded), take, dim=1, sorted=True)
     missing = top_keys == torch.iinfo(torch.int64).min
-    values = torch.where(missing, -torch.inf, logits.to(torch.float32).gather(1, indices))
-    indices = torch.where(missing, -1, indices).to(torch.int32)
+    out_values = torch.where(missing, -torch.inf, values.to(torch.float32).gather(1, position))
+    out_indices = torch.where(missing, -1, indices.gather(1, position)).to(torch.int32)
     if take < k:
-        values = torch.nn.functional.pad(values, (0, k - take), value=-torch.inf)
-        indices = torch.nn.functional.pad(indices, (0, k - take), value=-1)
-    return values, indices
+        out_values = torch.nn.functional.pad(out_values, (0, k - take), value=-torch.inf)
+        out_indices = torch.nn.functional.pad(out_indices, (0, k - take), value=-1)
+    return out_values, out_indices
