@@ -160,9 +160,8 @@ def _quantize_queries_fake(q: Tensor, backend: Optional[str] = None) -> tuple[Te
     return payload, scales
 
 
-def _score_into(out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len, backend):
-    _check_score(q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len)
-    which = resolve_backend(backend, cache.device, "score_paged", offers_aiter=True)
+def _score_into(out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len, which):
+    """Score into ``out`` with the resolved backend ``which``; the inputs are already checked."""
     if which == "triton":
         from .kernels.score import launch_score_paged
 
@@ -192,7 +191,9 @@ def _score_paged_out(
     check_tensor("out", out, dtypes=(torch.float32,), shape=(q_payload.shape[0], block_table.shape[1] * F.PAGE_TOKENS))
     if out.stride(1) != 1:
         raise ValueError(f"out: expected unit stride along keys, got strides {out.stride()}")
-    _score_into(out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len, backend)
+    _check_score(q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len)
+    which = resolve_backend(backend, cache.device, "score_paged", offers_aiter=True)
+    _score_into(out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len, which)
 
 
 @_score_paged_out.register_fake
