@@ -54,7 +54,12 @@ def check_size(name: str, t: torch.Tensor, dim: int, expected: int, what: str) -
 
 
 def check_int(name: str, value: object, *, minimum: int | None = None, below: int | None = None) -> int:
-    """A Python int (not a tensor, not a bool) within ``[minimum, below)``."""
+    """A Python int (not a tensor, not a bool) within ``[minimum, below)``.
+
+    Under torch.compile an int argument may arrive as a SymInt (automatic dynamic shapes):
+    its bounds are then checked where it becomes concrete, at run time of the op."""
+    if isinstance(value, torch.SymInt):
+        return value
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name}: expected a Python int, got {describe(value)}")
     if minimum is not None and value < minimum:

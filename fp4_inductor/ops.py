@@ -312,8 +312,9 @@ def score_paged(
     weights: float32 [rows, H], holding the head and softmax factors (not the FP4 scales).
     block_table: int [requests, pages_per_request]; entries past a row's keys are never read.
     query_starts: int [requests + 1]; row_ends: int [rows] (from ``decode_layout``).
-    max_query_len: Python int >= every request's row count (not checked at run time:
-        rows past it are not scored).
+    max_query_len: Python int, the most rows a request usually has: it sizes the launch
+        (row blocks per request). A request with more rows is still scored in full, by the
+        same programs taking its extra row blocks in turn.
     out: optional float32 [rows, pages_per_request * 64] to write into.
 
     Returns float32 [rows, pages_per_request * 64]. Only ``j < row_ends[r]`` of rows

@@ -32,7 +32,18 @@ def run(case, backend, out=None):
 @pytest.mark.parametrize("heads", [16, 64])
 def test_score_matches_float64(name, heads, backend_device, gen):
     backend, device = backend_device
-    case = scoring_case(gen, device, heads=heads, **CASES[name])
+    check_against_float64(scoring_case(gen, device, heads=heads, **CASES[name]), backend, device)
+
+
+@pytest.mark.parametrize("hint", [1, 3])
+def test_max_query_len_is_a_launch_hint(hint, backend_device, gen):
+    """Requests with more rows than max_query_len still get every row scored."""
+    backend, device = backend_device
+    case = scoring_case(gen, device, heads=32, query_lens=[8, 5, 1], seq_lens=[190, 77, 300])
+    check_against_float64(dict(case, max_query_len=hint), backend, device)
+
+
+def check_against_float64(case, backend, device):
     out = torch.full((case["q"].shape[0], case["block_table"].shape[1] * 64), float("nan"), device=device)
     query, got = run(case, backend, out=out)
     inputs = (query, case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"])

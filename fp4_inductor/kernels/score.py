@@ -158,88 +158,92 @@ def score_paged_kernel(
 ):
     request = tl.program_id(0)
     split = tl.program_id(1)
-    row_block = tl.program_id(2)
     N: tl.constexpr = ROWS * HEADS
     M: tl.constexpr = 64 * TILE_PAGES
 
-    first_row = tl.load(query_starts_ptr + request) + row_block * ROWS
-    rows_here = tl.load(query_starts_ptr + request + 1) - first_row
-    rr = tl.arange(0, ROWS)
-    row_ends = tl.load(row_ends_ptr + first_row + rr, mask=rr < rows_here, other=0)
-    # Only the pages that the longest row of this block needs are read.
-    pages_needed = tl.cdiv(tl.max(row_ends, axis=0), 64)
-    page_begin = split * pages_per_split
-    page_end = tl.minimum(page_begin + pages_per_split, pages_needed)
-    if page_begin < page_end:
-        # The query block: N columns (row, head), loaded and converted once.
-        c = tl.arange(0, N)
-        c_row = first_row + c // HEADS
-        c_head = c % HEADS
-        c_ok = (c // HEADS) < rows_here
-        q_base = q_payload_ptr + c_row.to(tl.int64) * (HEADS * 64) + c_head * 64
-        g4 = tl.arange(0, 4)[None, :]
-        # Query scale of head h, group g at [r, 0, g, h % 16, h // 16].
-        q_scale_at = q_scales_ptr + c_row.to(tl.int64)[:, None] * 256 + g4 * 64 + ((c_head % 16) * 4 + c_head // 16)[:, None]
-        q_exp = tl.load(q_scale_at, mask=c_ok[:, None], other=127).to(tl.int32)  # [N, 4]
-        q_max = tl.max(q_exp, axis=1)
-        q_fold = FOLD_LIMIT - (q_max[:, None] - q_exp)
-        query_folds = tl.min(tl.min(q_fold, axis=1), axis=0) >= 0
-        qa, qb = query_operands(q_base, c_ok, tl.maximum(q_fold, 0))
-        qa_raw, qb_raw = query_operands(q_base, c_ok, tl.zeros_like(q_exp))
-        w = tl.load(weights_ptr + c_row.to(tl.int64) * weights_stride + c_head * weights_head_stride, mask=c_ok, other=0.0)
-        w_folded = w * power_of_two(q_max, 0.0625)
-        w_folded = tl.where(c_ok, w_folded, 0.0)
+    request_start = tl.load(query_starts_ptr + request)
+    request_rows = tl.load(query_starts_ptr + request + 1) - request_start
+    # Row blocks beyond the launch's (sized from max_query_len) are taken in turn by the
+    # same programs: the hint sets the launch shape, never which rows get scored.
+    for row_block in range(tl.program_id(2), tl.cdiv(request_rows, ROWS), tl.num_programs(2)):
+        first_row = request_start + row_block * ROWS
+        rows_here = request_rows - row_block * ROWS
+        rr = tl.arange(0, ROWS)
+        row_ends = tl.load(row_ends_ptr + first_row + rr, mask=rr < rows_here, other=0)
+        # Only the pages that the longest row of this block needs are read.
+        pages_needed = tl.cdiv(tl.max(row_ends, axis=0), 64)
+        page_begin = split * pages_per_split
+        page_end = tl.minimum(page_begin + pages_per_split, pages_needed)
+        if page_begin < page_end:
+            # The query block: N columns (row, head), loaded and converted once.
+            c = tl.arange(0, N)
+            c_row = first_row + c // HEADS
+            c_head = c % HEADS
+            c_ok = (c // HEADS) < rows_here
+            q_base = q_payload_ptr + c_row.to(tl.int64) * (HEADS * 64) + c_head * 64
+            g4 = tl.arange(0, 4)[None, :]
+            # Query scale of head h, group g at [r, 0, g, h % 16, h // 16].
+            q_scale_at = q_scales_ptr + c_row.to(tl.int64)[:, None] * 256 + g4 * 64 + ((c_head % 16) * 4 + c_head // 16)[:, None]
+            q_exp = tl.load(q_scale_at, mask=c_ok[:, None], other=127).to(tl.int32)  # [N, 4]
+            q_max = tl.max(q_exp, axis=1)
+            q_fold = FOLD_LIMIT - (q_max[:, None] - q_exp)
+            query_folds = tl.min(tl.min(q_fold, axis=1), axis=0) >= 0
+            qa, qb = query_operands(q_base, c_ok, tl.maximum(q_fold, 0))
+            qa_raw, qb_raw = query_operands(q_base, c_ok, tl.zeros_like(q_exp))
+            w = tl.load(weights_ptr + c_row.to(tl.int64) * weights_stride + c_head * weights_head_stride, mask=c_ok, other=0.0)
+            w_folded = w * power_of_two(q_max, 0.0625)
+            w_folded = tl.where(c_ok, w_folded, 0.0)
 
-        m = tl.arange(0, M)
-        token = (m % 64)[:, None]
-        scale_at = (4096 + (m % 64 % 16) * 4 + (m % 64) // 16)[:, None] + g4 * 64
-        bt_row = block_table_ptr + request.to(tl.int64) * block_table_stride
-        # Software pipeline: page ids two tiles ahead, scales and payload one tile ahead, so
-        # the loads of the next tile are in flight while this one is converted and multiplied.
-        index = page_begin + m // 64
-        ok = index < page_end
-        page = tl.load(bt_row + index * block_table_page_stride, mask=ok, other=0).to(tl.int64)
-        section = (cache_ptr + page * page_stride)[:, None]
-        k_exp = tl.load(section + scale_at, mask=ok[:, None], other=0).to(tl.int32)
-        x, x2 = load_key_bytes(section, token, ok[:, None], ASM)
-        ahead = page_begin + TILE_PAGES + m // 64
-        page_ahead = tl.load(bt_row + ahead * block_table_page_stride, mask=ahead < page_end, other=0).to(tl.int64)
-        for tile in range(page_begin, page_end, TILE_PAGES):
-            cur_exp, cur_x, cur_x2 = k_exp, x, x2
-            index = tile + TILE_PAGES + m // 64
+            m = tl.arange(0, M)
+            token = (m % 64)[:, None]
+            scale_at = (4096 + (m % 64 % 16) * 4 + (m % 64) // 16)[:, None] + g4 * 64
+            bt_row = block_table_ptr + request.to(tl.int64) * block_table_stride
+            # Software pipeline: page ids two tiles ahead, scales and payload one tile ahead, so
+            # the loads of the next tile are in flight while this one is converted and multiplied.
+            index = page_begin + m // 64
             ok = index < page_end
-            section = (cache_ptr + page_ahead * page_stride)[:, None]
+            page = tl.load(bt_row + index * block_table_page_stride, mask=ok, other=0).to(tl.int64)
+            section = (cache_ptr + page * page_stride)[:, None]
             k_exp = tl.load(section + scale_at, mask=ok[:, None], other=0).to(tl.int32)
             x, x2 = load_key_bytes(section, token, ok[:, None], ASM)
-            ahead = index + TILE_PAGES
+            ahead = page_begin + TILE_PAGES + m // 64
             page_ahead = tl.load(bt_row + ahead * block_table_page_stride, mask=ahead < page_end, other=0).to(tl.int64)
+            for tile in range(page_begin, page_end, TILE_PAGES):
+                cur_exp, cur_x, cur_x2 = k_exp, x, x2
+                index = tile + TILE_PAGES + m // 64
+                ok = index < page_end
+                section = (cache_ptr + page_ahead * page_stride)[:, None]
+                k_exp = tl.load(section + scale_at, mask=ok[:, None], other=0).to(tl.int32)
+                x, x2 = load_key_bytes(section, token, ok[:, None], ASM)
+                ahead = index + TILE_PAGES
+                page_ahead = tl.load(bt_row + ahead * block_table_page_stride, mask=ahead < page_end, other=0).to(tl.int64)
 
-            k_max = tl.max(cur_exp, axis=1)
-            k_fold = FOLD_LIMIT - (k_max[:, None] - cur_exp)
-            if query_folds and tl.min(tl.min(k_fold, axis=1), axis=0) >= 0:
-                ka, kb = key_operands(cur_x, cur_x2, k_fold, ASM)
-                acc = tl.dot(ka, qa, out_dtype=tl.int32)
-                acc = tl.dot(kb, qb, acc, out_dtype=tl.int32)
-                weighted = tl.maximum(acc, 0).to(tl.float32) * w_folded[None, :]
-                logits = tl.sum(tl.reshape(weighted, (M, ROWS, HEADS)), axis=2)
-                logits = logits * power_of_two(k_max, 0.0625)[:, None]
-            else:
-                s = tl.zeros((M, N), dtype=tl.float32)
-                for g in range(4):
-                    only_g = tl.where(g4 == g, 0, -1)
-                    ka, kb = key_operands(cur_x, cur_x2, tl.zeros_like(cur_exp) + only_g, ASM)
-                    acc = tl.dot(ka, qa_raw, out_dtype=tl.int32)
-                    acc = tl.dot(kb, qb_raw, acc, out_dtype=tl.int32)
-                    k_scale = power_of_two(tl.sum(tl.where(g4 == g, cur_exp, 0), axis=1), 0.5)
-                    q_scale = power_of_two(tl.sum(tl.where(g4 == g, q_exp, 0), axis=1), 0.5)
-                    s += acc.to(tl.float32) * (k_scale[:, None] * q_scale[None, :])
-                # relu that keeps NaN (a NaN group must give a NaN logit).
-                weighted = tl.where(s < 0.0, 0.0, s) * w[None, :]
-                logits = tl.sum(tl.reshape(weighted, (M, ROWS, HEADS)), axis=2)
+                k_max = tl.max(cur_exp, axis=1)
+                k_fold = FOLD_LIMIT - (k_max[:, None] - cur_exp)
+                if query_folds and tl.min(tl.min(k_fold, axis=1), axis=0) >= 0:
+                    ka, kb = key_operands(cur_x, cur_x2, k_fold, ASM)
+                    acc = tl.dot(ka, qa, out_dtype=tl.int32)
+                    acc = tl.dot(kb, qb, acc, out_dtype=tl.int32)
+                    weighted = tl.maximum(acc, 0).to(tl.float32) * w_folded[None, :]
+                    logits = tl.sum(tl.reshape(weighted, (M, ROWS, HEADS)), axis=2)
+                    logits = logits * power_of_two(k_max, 0.0625)[:, None]
+                else:
+                    s = tl.zeros((M, N), dtype=tl.float32)
+                    for g in range(4):
+                        only_g = tl.where(g4 == g, 0, -1)
+                        ka, kb = key_operands(cur_x, cur_x2, tl.zeros_like(cur_exp) + only_g, ASM)
+                        acc = tl.dot(ka, qa_raw, out_dtype=tl.int32)
+                        acc = tl.dot(kb, qb_raw, acc, out_dtype=tl.int32)
+                        k_scale = power_of_two(tl.sum(tl.where(g4 == g, cur_exp, 0), axis=1), 0.5)
+                        q_scale = power_of_two(tl.sum(tl.where(g4 == g, q_exp, 0), axis=1), 0.5)
+                        s += acc.to(tl.float32) * (k_scale[:, None] * q_scale[None, :])
+                    # relu that keeps NaN (a NaN group must give a NaN logit).
+                    weighted = tl.where(s < 0.0, 0.0, s) * w[None, :]
+                    logits = tl.sum(tl.reshape(weighted, (M, ROWS, HEADS)), axis=2)
 
-            j = tile * 64 + m
-            out_at = out_ptr + (first_row + rr).to(tl.int64)[None, :] * out_stride + j[:, None]
-            tl.store(out_at, logits, mask=(j[:, None] < row_ends[None, :]) & (rr < rows_here)[None, :])
+                j = tile * 64 + m
+                out_at = out_ptr + (first_row + rr).to(tl.int64)[None, :] * out_stride + j[:, None]
+                tl.store(out_at, logits, mask=(j[:, None] < row_ends[None, :]) & (rr < rows_here)[None, :])
 
 
 def split_plan(requests: int, pages_per_request: int, row_blocks: int, device: torch.device, per_sm: int = 4) -> int:
