@@ -185,6 +185,40 @@ def bench_topk(table: Table, rows: int, width: int, k: int, device):
     table.add(f"torch.topk k={k} {rows}x{width}", ref, bytes_moved)
 
 
+def bench_step(table: Table, requests: int, context: int, next_n: int, heads: int, k: int, device):
+    """The decode step (quantize queries, score, top-k) captured in one CUDA graph, against the
+    sum of its kernels timed one by one."""
+    case = build_scoring_case(requests, context, next_n, heads, device)
+    layout = (case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"], next_n)
+
+    def step():
+        logits = fp4.score_paged(fp4.quantize_queries(case["q"]), *layout)
+        return fp4.select_topk(logits, case["row_ends"], k)
+
+    query = fp4.quantize_queries(case["q"])
+    logits = fp4.score_paged(query, *layout)
+    parts = [
+        median_us(lambda: fp4.quantize_queries(case["q"])),
+        median_us(lambda: fp4.score_paged(query, *layout)),
+        median_us(lambda: fp4.select_topk(logits, case["row_ends"], k)),
+    ]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    us = median_us(graph.replay)
+    rows = requests * next_n
+    byte_model = requests * context * KEY_BYTES + 2 * rows * context * 4 + rows * heads * 256
+    parts_note = " + ".join(f"{p:.1f}" for p in parts)
+    table.add(f"captured step B={requests} ctx={context} next_n={next_n} k={k}", us, byte_model,
+              2.0 * rows * heads * F.HEAD_DIM * context,
+              f"kernels alone {parts_note} = {sum(parts):.1f} us; step / sum = {us / sum(parts):.2f}")
+
+
 def store_case(n: int, device):
     """n bf16 keys appended to requests of 4096 tokens whose pages are permuted in the cache."""
     pages = n // F.PAGE_TOKENS
@@ -213,7 +247,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--aiter-root", default=None, help="folder of the aiter package (default: the installed one)")
     parser.add_argument("--quick", action="store_true", help="the B=64 x 32768, next_n=2 row only")
     parser.add_argument("--no-peers", action="store_true", help="skip the AITER and PyTorch peers")
-    parser.add_argument("--only", choices=("score", "topk", "store"), default=None)
+    parser.add_argument("--only", choices=("score", "topk", "store", "step"), default=None)
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         raise SystemExit("fp4_inductor.bench needs a CUDA or ROCm GPU")
@@ -235,16 +269,21 @@ def main(argv: list[str] | None = None) -> None:
     if args.only in (None, "store"):
         bench_store(table, 1 << 20, device)
         bench_quantize_queries(table, 128, 64, device)
+    if args.only in (None, "step"):
+        bench_step(table, 64, 32768, 2, 64, 2048, device)
     table.print()
     print_kernel_stats()
 
 
 def print_kernel_stats() -> None:
     """Registers and spills of every compiled kernel (a spill is the first thing to look for)."""
+    import triton
+
     from fp4_inductor.kernels import quantize, score, topk
 
-    for kernel in (score.score_paged_kernel, topk.select_topk_kernel, quantize.store_keys_kernel,
-                   quantize.quantize_queries_kernel):
+    kernels = {id(k): k for module in (score, topk, quantize) for k in vars(module).values()
+               if isinstance(k, triton.runtime.JITFunction) and k.fn.__name__.endswith("_kernel")}.values()
+    for kernel in kernels:
         for per_device in getattr(kernel, "device_caches", {}).values():
             for compiled in per_device[0].values():
                 print(f"{kernel.fn.__name__}: {compiled.n_regs} registers, {compiled.n_spills} spills, "

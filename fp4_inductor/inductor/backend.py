@@ -1,0 +1,199 @@
+"""The ``fp4_inductor`` torch.compile backend: the reference-indexer rewrite, then Inductor.
+
+    model = torch.compile(model, backend="fp4_inductor")                    # any mode:
+    model = torch.compile(model, backend="fp4_inductor", mode="reduce-overhead")
+    model = torch.compile(model, backend="fp4_inductor", options={"fp4_inductor.max_query_len": 2})
+
+Each float key cache a rewritten indexer reads gets an FP4 shadow (68 B/token),
+kept on the cache tensor itself (``fp4_inductor_shadow``) and passed to the
+compiled graph as an extra, static input. The shadow is filled from the cache
+when it is made and whenever the cache was written outside the compiled graph
+(its version counter moved); inside the graph every write is mirrored.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+from torch import fx
+
+from .. import formats as F
+from ..ops import store_keys
+from .rewrite import find_indexers, mutates, rewrite
+
+log = logging.getLogger(__name__)
+
+OPTION_PREFIX = "fp4_inductor."
+_SHADOW_ATTR = "fp4_inductor_shadow"
+_SYNC_ROWS = 1 << 16  # keys quantized per launch when a shadow is filled from its cache
+
+
+class IndexShadow:
+    """The FP4 copy ``uint8 [pages, 64, 68]`` of a float key cache ``[pages, 64, 128]``."""
+
+    def __init__(self, source: torch.Tensor):
+        self.cache = torch.zeros(
+            (source.shape[0], F.PAGE_TOKENS, F.BYTES_PER_TOKEN), dtype=torch.uint8, device=source.device
+        )
+        self.version: Optional[int] = None
+
+    @classmethod
+    def of(cls, source: torch.Tensor) -> "IndexShadow":
+        shadow = getattr(source, _SHADOW_ATTR, None)
+        if shadow is None:
+            shadow = cls(source)
+            setattr(source, _SHADOW_ATTR, shadow)
+        return shadow
+
+    def sync(self, source: torch.Tensor) -> None:
+        """Re-quantize all of ``source`` if it changed since this shadow last saw it."""
+        if source._version == self.version:
+            return
+        if source.is_cuda and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError(
+                "fp4_inductor: the key cache was written outside the compiled model since the last "
+                "call; refilling its FP4 shadow cannot be captured in a CUDA graph. Call the compiled "
+                "model once before capture, and write keys only through it while replaying."
+            )
+        flat = source.reshape(-1, F.HEAD_DIM)
+        for start in range(0, flat.shape[0], _SYNC_ROWS):
+            rows = flat[start : start + _SYNC_ROWS]
+            slots = torch.arange(start, start + rows.shape[0], device=flat.device)
+            store_keys(rows, self.cache, slots)
+        self.version = source._version
+
+
+def rewrite_indexers(
+    gm: fx.GraphModule, example_inputs: Sequence[Any], max_query_len: Optional[int] = None
+) -> tuple[fx.GraphModule, list[int]]:
+    """Rewrite every reference indexer of a Dynamo graph onto FP4 shadows.
+
+    Returns ``(graph module, sources)``: ``gm`` itself when nothing matched (sources empty),
+    otherwise a rewritten copy (Dynamo reads its own graph again after the backend returns)
+    with one placeholder per distinct key cache after the existing ones; ``sources[i]`` is the
+    position of that cache among ``example_inputs``, and the caller passes
+    ``IndexShadow.of(inputs[sources[i]]).cache`` for each, in that order.
+    """
+    matches, skipped = find_indexers(gm.graph)
+    for reason in skipped:
+        log.warning("fp4_inductor: indexer left as is: %s", reason)
+    if not matches:
+        return gm, []
+    original = gm
+    gm = _copy_graph_module(original)
+    graph = gm.graph
+    matches, _ = find_indexers(graph)
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    # The mode Dynamo recorded the graph's values in (the tracing context may hold a copy).
+    fake_mode = next(
+        v.fake_mode for v in (n.meta.get("example_value") for n in placeholders)
+        if isinstance(v, torch._subclasses.FakeTensor)
+    )
+    sources: list[int] = []
+    shadows: dict[fx.Node, fx.Node] = {}
+    new_nodes: list[fx.Node] = []
+    for match in matches:
+        if match.cache not in shadows:
+            index = placeholders.index(match.cache)
+            source = example_inputs[index]
+            last = [n for n in graph.nodes if n.op == "placeholder"][-1]
+            with graph.inserting_after(last):
+                node = graph.placeholder(f"fp4_shadow_{len(sources)}")
+            # What AOTAutograd reads to lift the input and keep it static (CUDA graphs).
+            node._dynamo_source = None
+            node.meta["tensor_dict"] = {"_dynamo_static_input_type": "unguarded"}
+            shadow = IndexShadow.of(source).cache
+            node.meta["example_value"] = fake_mode.from_tensor(shadow, static_shapes=True)
+            shadows[match.cache] = node
+            sources.append(index)
+        new_nodes += rewrite(graph, match, shadows[match.cache], max_query_len)
+    _propagate_fake_values(new_nodes, fake_mode)
+    graph.eliminate_dead_code(is_impure_node=mutates)
+    gm.recompile()
+    log.info("fp4_inductor: rewrote %d indexer(s) onto %d FP4 shadow cache(s)", len(matches), len(sources))
+    return gm, sources
+
+
+def _propagate_fake_values(nodes: list[fx.Node], fake_mode) -> None:
+    """``example_value`` for the new nodes, as Dynamo would have recorded them."""
+    def value(a: Any) -> Any:
+        return a.meta["example_value"] if isinstance(a, fx.Node) else a
+
+    with fake_mode:
+        for node in nodes:
+            args = fx.node.map_aggregate(node.args, value)
+            kwargs = fx.node.map_aggregate(node.kwargs, value)
+            if node.op == "call_method":
+                node.meta["example_value"] = getattr(args[0], node.target)(*args[1:], **kwargs)
+            else:
+                node.meta["example_value"] = node.target(*args, **kwargs)
+
+
+def _copy_graph_module(gm: fx.GraphModule) -> fx.GraphModule:
+    """A new graph over the same module attributes, keeping what AOTAutograd reads from Dynamo's."""
+    graph = fx.Graph()
+    graph._codegen = copy.deepcopy(gm.graph._codegen)
+    env: dict[fx.Node, fx.Node] = {}
+    graph.output(graph.graph_copy(gm.graph, env))
+    copied = fx.GraphModule(gm, graph)
+    copied.meta.update(gm.meta)
+    if hasattr(gm, "_param_name_to_source"):
+        copied._param_name_to_source = gm._param_name_to_source
+    for old, new in env.items():
+        if hasattr(old, "_dynamo_source"):
+            new._dynamo_source = old._dynamo_source
+    return copied
+
+
+def fp4_inductor(
+    gm: fx.GraphModule, example_inputs: Sequence[Any], mode: Optional[str] = None, options: Optional[dict] = None
+) -> Callable:
+    """The ``fp4_inductor`` backend: rewrite reference indexers, then compile with Inductor.
+
+    mode / options: as for the Inductor backend; options starting with ``fp4_inductor.``
+    are this backend's: ``max_query_len`` (int, the scorer's launch hint) and
+    ``rewrite`` (bool, default True).
+    """
+    from torch._inductor import list_mode_options
+    from torch._inductor.compile_fx import compile_fx
+
+    options = dict(options or {})
+    own = {key[len(OPTION_PREFIX):]: options.pop(key) for key in list(options) if key.startswith(OPTION_PREFIX)}
+    unknown = set(own) - {"max_query_len", "rewrite"}
+    if unknown:
+        raise ValueError(f"options: unknown fp4_inductor options {sorted(unknown)}; known: max_query_len, rewrite")
+    patches = dict(list_mode_options(mode) if mode not in (None, "default") else {})
+    patches.update(options)
+    sources: list[int] = []
+    if own.get("rewrite", True):
+        gm, sources = rewrite_indexers(gm, example_inputs, own.get("max_query_len"))
+    shadows = [IndexShadow.of(example_inputs[i]) for i in sources]
+    for shadow, i in zip(shadows, sources):
+        shadow.sync(example_inputs[i])
+    compiled = compile_fx(gm, [*example_inputs, *(s.cache for s in shadows)], config_patches=patches)
+    if not sources:
+        return compiled
+
+    def run(*args: Any) -> Any:
+        caches = [args[i] for i in sources]
+        extra = []
+        for cache in caches:
+            shadow = IndexShadow.of(cache)
+            shadow.sync(cache)
+            extra.append(shadow.cache)
+        out = compiled(*args, *extra)  # Dynamo's convention: positional, not boxed
+        for cache in caches:
+            # The graph's own writes were mirrored; only writes made elsewhere need a refill.
+            IndexShadow.of(cache).version = cache._version
+        return out
+
+    return run
+
+
+def register() -> None:
+    """Make ``backend="fp4_inductor"`` resolve without the installed entry point (a source checkout)."""
+    if "fp4_inductor" not in torch._dynamo.list_backends(exclude_tags=()):
+        torch._dynamo.register_backend(fp4_inductor, name="fp4_inductor")

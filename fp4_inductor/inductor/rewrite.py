@@ -1,0 +1,381 @@
+"""The pre-grad pass: a reference BF16 indexer subgraph becomes the FP4 ops.
+
+It runs on the graph Dynamo hands to a backend (torch-level IR, before
+AOTAutograd), so it works for static and dynamic shapes alike. What it looks for,
+from the top-k back to the cache:
+
+    keys   = C[block_table][request]                # or C[block_table[request]], then
+                                                    #   .flatten(1, 2) / .view / .reshape
+    s      = einsum("rhd,rjd->rhj", q, keys)        # or q @ keys.transpose(1, 2)
+    logits = (relu(s.float()) * w[..., None]).sum(1)
+    top    = fp4.select_topk(logits, row_ends, k)   # any backend
+
+``C`` is a float key cache ``[pages, 64, 128]`` that the graph receives as an
+input (a module buffer). Every write to ``C`` in the graph must be one the pass
+can mirror: ``C.view(-1, 128).index_put_((slots,), keys)`` (or ``index_copy_``
+along dim 0, or ``C[page, token] = keys``). Anything else writing to ``C``
+leaves the subgraph alone, with a log line saying why.
+
+The rewrite gives ``C`` an FP4 shadow ``uint8 [pages, 64, 68]`` (a new graph
+input), mirrors each write with ``fp4.store_keys``, and replaces the chain from
+the einsum to the top-k with ``quantize_queries`` -> ``score_paged`` ->
+``select_topk`` on the shadow. The BF16 writes stay: the model's own buffer
+keeps its meaning; only the top-k's source changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import torch
+from torch import fx
+
+from .. import formats as F
+
+log = logging.getLogger(__name__)
+
+# Dynamo keeps method calls as call_method and functions under their own names.
+_CASTS = {"long", "int", "to", "type"}
+_RESHAPES = {"view", "reshape", "flatten"}
+
+
+def _name(node: Any) -> Optional[str]:
+    """The op a node runs: a method name, a function's __name__ or a torch.library op name."""
+    if not isinstance(node, fx.Node):
+        return None
+    if node.op == "call_method":
+        return node.target
+    if node.op != "call_function":
+        return None
+    target = node.target
+    if isinstance(target, torch._ops.OpOverload):
+        return target._schema.name
+    if isinstance(target, torch._ops.OpOverloadPacket):
+        return target._qualified_op_name
+    if target is operator.getitem:
+        return "getitem"
+    if target is operator.setitem:
+        return "setitem"
+    if target in (operator.mul, torch.mul):
+        return "mul"
+    if target is operator.matmul:
+        return "matmul"
+    return getattr(target, "__name__", None)
+
+
+def _arg(node: fx.Node, index: int, keyword: str, default: Any = None) -> Any:
+    if len(node.args) > index:
+        return node.args[index]
+    return node.kwargs.get(keyword, default)
+
+
+def _value(node: Any) -> Any:
+    """The fake value Dynamo recorded for a node (shapes, dtypes), or the constant itself."""
+    return node.meta.get("example_value") if isinstance(node, fx.Node) else node
+
+
+def _strip_casts(node: Any) -> Any:
+    while _name(node) in _CASTS:
+        node = node.args[0]
+    return node
+
+
+def _strip_reshapes(node: Any) -> Any:
+    while _name(node) in _RESHAPES:
+        node = node.args[0]
+    return node
+
+
+@dataclass
+class Match:
+    """One indexer subgraph: the nodes the FP4 ops need."""
+
+    cache: fx.Node  # the float key cache C [pages, 64, 128] (a placeholder)
+    topk: fx.Node
+    queries: fx.Node  # [rows, H, 128]
+    weights: fx.Node  # [rows, H]
+    block_table: fx.Node
+    request: fx.Node  # [rows] -> request index
+    row_ends: fx.Node
+    k: Any
+    sorted: Any
+    query_starts: Optional[fx.Node] = None
+    writes: list[fx.Node] = field(default_factory=list)
+
+
+def _match_gather(keys: fx.Node) -> Optional[tuple[fx.Node, fx.Node, fx.Node]]:
+    """``C[bt][request]`` or ``C[bt[request]]`` (with reshapes and casts) -> (C, bt, request)."""
+    outer = _strip_reshapes(keys)
+    if _name(outer) != "getitem":
+        return None
+    base, index = outer.args
+    inner = _strip_reshapes(base)
+    if _name(inner) == "getitem" and isinstance(index, fx.Node):
+        # C[bt].flatten(1, 2)[request]
+        cache, table = inner.args
+        if isinstance(table, fx.Node):
+            return cache, _strip_casts(table), _strip_casts(index)
+    if isinstance(index, fx.Node) and _name(_strip_casts(index)) == "getitem":
+        # C[bt[request]].flatten(1, 2)
+        table, request = _strip_casts(index).args
+        if isinstance(request, fx.Node):
+            return base, _strip_casts(table), _strip_casts(request)
+    return None
+
+
+def _match_scores(logits: Any) -> Optional[tuple[fx.Node, fx.Node, fx.Node]]:
+    """``(relu(einsum(q, keys).float()) * w[..., None]).sum(1)`` -> (q, keys, w)."""
+    if _name(logits) != "sum" or _arg(logits, 1, "dim") not in (1, (1,), [1]) or _arg(logits, 2, "keepdim", False):
+        return None
+    product = logits.args[0]
+    if _name(product) != "mul" or len(product.args) != 2:
+        return None
+    for scores, weights in (product.args, product.args[::-1]):
+        w = _unsqueezed_last(weights)
+        chain = _peel_relu(scores)
+        if w is None or chain is None:
+            continue
+        q_keys = _match_product(chain)
+        if q_keys is not None:
+            return q_keys[0], q_keys[1], w
+    return None
+
+
+def _unsqueezed_last(node: Any) -> Optional[fx.Node]:
+    """``w.unsqueeze(-1)`` / ``w.unsqueeze(2)`` / ``w[..., None]`` / ``w[:, :, None]`` -> w."""
+    if _name(node) == "unsqueeze" and _arg(node, 1, "dim") in (-1, 2):
+        return node.args[0]
+    if _name(node) == "getitem" and node.args[1] in ((Ellipsis, None), (slice(None), slice(None), None)):
+        return node.args[0]
+    return None
+
+
+def _peel_relu(node: Any) -> Optional[fx.Node]:
+    """Exactly one relu, and float casts in any order around it -> the product under them."""
+    relus = 0
+    while True:
+        name = _name(node)
+        if name == "relu":
+            relus += 1
+        elif name == "float" or (name == "to" and torch.float32 in (*node.args[1:], *node.kwargs.values())):
+            pass
+        else:
+            return node if relus == 1 else None
+        node = node.args[0]
+
+
+def _match_product(node: Any) -> Optional[tuple[fx.Node, fx.Node]]:
+    """``einsum("rhd,rjd->rhj", q, keys)`` or ``q @ keys.transpose(1, 2)`` -> (q, keys)."""
+    if _name(node) == "einsum" and len(node.args) == 3 and isinstance(node.args[0], str):
+        inputs, _, output = node.args[0].replace(" ", "").partition("->")
+        lhs, _, rhs = inputs.partition(",")
+        letters = set(lhs + rhs)
+        if (len(lhs) == len(rhs) == len(output) == 3 and len(letters) == 4 and lhs[0] == rhs[0] == output[0]
+                and lhs[2] == rhs[2] and output[1:] == lhs[1] + rhs[1]):
+            return node.args[1], node.args[2]
+    if _name(node) in ("matmul", "bmm") and len(node.args) == 2:
+        q, kt = node.args
+        if _name(kt) == "transpose" and set(kt.args[1:3]) in ({1, 2}, {-1, -2}):
+            return q, kt.args[0]
+        if _name(kt) == "mT":
+            return q, kt.args[0]
+    return None
+
+
+def _match_request(request: fx.Node) -> Optional[fx.Node]:
+    """``searchsorted(query_starts[1:], arange(rows), right=True)`` (clamped) -> query_starts."""
+    node = request
+    while _name(node) in ("clamp", "clamp_max", "clamp_min", *_CASTS):
+        node = node.args[0]
+    if _name(node) != "searchsorted" or not _arg(node, 3, "right", False):
+        return None
+    boundaries = _strip_casts(node.args[0])
+    if _name(boundaries) == "getitem" and node.args[1] is not None and boundaries.args[1] == slice(1, None, None):
+        return boundaries.args[0]
+    return None
+
+
+_VIEWS = _RESHAPES | {
+    "as_strided", "chunk", "detach", "diagonal", "expand", "expand_as", "movedim", "narrow", "permute", "select",
+    "slice", "split", "squeeze", "swapaxes", "t", "transpose", "unbind", "unflatten", "unfold", "unsqueeze",
+    "view_as", "mT", "T",
+}
+
+
+def _is_view(node: fx.Node, of: fx.Node) -> bool:
+    """Whether ``node`` may share ``of``'s memory: a view op, basic indexing, or a piece of a split."""
+    name = _name(node)
+    if name == "getitem" and node.args[0] is of:
+        # Indexing with a tensor gathers (a copy); ints, slices, None and Ellipsis give a view.
+        index = node.args[1] if isinstance(node.args[1], tuple) else (node.args[1],)
+        return not any(isinstance(i, fx.Node) and isinstance(_value(i), torch.Tensor) for i in index)
+    return name in _VIEWS and node.args and node.args[0] is of
+
+
+def _aliases(cache: fx.Node) -> list[fx.Node]:
+    """``cache`` and every node that may share its memory."""
+    found, frontier = [cache], [cache]
+    while frontier:
+        node = frontier.pop()
+        for user in node.users:
+            if user not in found and _is_view(user, node):
+                found.append(user)
+                frontier.append(user)
+    return found
+
+
+def _mirrorable_writes(cache: fx.Node) -> tuple[list[fx.Node], Optional[str]]:
+    """The writes to ``cache`` the pass can mirror, or the reason it cannot."""
+    writes = []
+    for alias in _aliases(cache):
+        for user in alias.users:
+            name = _name(user) or ""
+            mutates = name.endswith("_") and not name.startswith("__") or name == "setitem"
+            target = user.target
+            if isinstance(target, torch._ops.OpOverloadPacket):
+                target = getattr(target, "default", None)
+            if isinstance(target, torch._ops.OpOverload) and target._schema.is_mutable:
+                mutates = True
+            if not mutates:
+                if "out" in user.kwargs:
+                    return [], f"{user.format_node()} writes through out="
+                continue
+            if user.args[0] is not alias:
+                return [], f"{user.format_node()} writes into the cache"
+            if _write_slots(user, alias) is None:
+                return [], f"{user.format_node()} is a write the pass cannot mirror"
+            writes.append(user)
+    return writes, None
+
+
+def _write_slots(write: fx.Node, alias: fx.Node) -> Optional[tuple[str, Any, fx.Node]]:
+    """("flat", slots, keys) for a row write into [pages * 64, D]; ("paged", (page, token), keys) for
+    a write into [pages, 64, D]; None for any other write."""
+    shape = tuple(_value(alias).shape)
+    name = _name(write)
+    if name == "index_put_" and not _arg(write, 3, "accumulate", False):
+        indices, values = _arg(write, 1, "indices"), _arg(write, 2, "values")
+    elif name == "setitem":
+        indices, values = write.args[1], write.args[2]
+        indices = indices if isinstance(indices, tuple) else (indices,)
+    elif name == "index_copy_" and _arg(write, 1, "dim") == 0:
+        indices, values = (_arg(write, 2, "index"),), _arg(write, 3, "source")
+    else:
+        return None
+    if not isinstance(values, fx.Node) or not all(isinstance(i, fx.Node) for i in indices):
+        return None
+    if len(shape) == 2 and len(indices) == 1 and _value(values).dim() == 2:
+        return "flat", indices[0], values
+    if len(shape) == 3 and len(indices) == 2 and _value(values).dim() == 2:
+        return "paged", tuple(indices), values
+    return None
+
+
+def find_indexers(graph: fx.Graph) -> tuple[list[Match], list[str]]:
+    """Every reference indexer subgraph in ``graph`` the pass can rewrite, and why others were left."""
+    matches, skipped = [], []
+    for topk in graph.nodes:
+        if _name(topk) != "fp4::select_topk":
+            continue
+        found = _match_scores(topk.args[0])
+        if found is None:
+            continue
+        q, keys, w = found
+        gather = _match_gather(keys)
+        if gather is None:
+            skipped.append(f"{topk.name}: keys do not come from a paged cache gather")
+            continue
+        cache, block_table, request = gather
+        value = _value(cache)
+        if cache.op != "placeholder" or value is None:
+            skipped.append(f"{topk.name}: the key cache {cache.name} is not a graph input")
+            continue
+        if value.dim() != 3 or tuple(value.shape[1:]) != (F.PAGE_TOKENS, F.HEAD_DIM) or not value.is_floating_point():
+            skipped.append(f"{topk.name}: the key cache is {value.dtype} {list(value.shape)}, not float [pages, 64, 128]")
+            continue
+        heads = _value(q).shape[1] if _value(q) is not None and _value(q).dim() == 3 else None
+        if heads not in F.QUERY_HEADS:
+            skipped.append(f"{topk.name}: queries have {heads} heads, the FP4 ops take {F.QUERY_HEADS}")
+            continue
+        writes, reason = _mirrorable_writes(cache)
+        if reason is not None:
+            skipped.append(f"{topk.name}: {reason}")
+            continue
+        row_ends = topk.args[1]
+        matches.append(Match(
+            cache=cache, topk=topk, queries=q, weights=w, block_table=block_table, request=request,
+            row_ends=row_ends, k=_arg(topk, 2, "k"), sorted=_arg(topk, 3, "sorted", False),
+            query_starts=_match_request(request), writes=writes,
+        ))
+    return matches, skipped
+
+
+def _size_hint(size: Any) -> int:
+    """A concrete value for a (possibly symbolic) size, without adding a guard."""
+    return size if isinstance(size, int) else int(size.node.hint)
+
+
+def rewrite(graph: fx.Graph, match: Match, shadow: fx.Node, max_query_len: Optional[int] = None) -> list[fx.Node]:
+    """Rewrite one matched indexer onto the FP4 ``shadow`` cache (a graph input); returns the new nodes.
+
+    max_query_len: the launch hint for ``score_paged`` (rows per request); by default the
+    mean rows per request of the traced shapes. Requests with more rows are still scored in full.
+    """
+    fp4 = torch.ops.fp4
+    new: list[fx.Node] = []
+
+    def call(op: str, target: Any, *args: Any, **kwargs: Any) -> fx.Node:
+        node = graph.create_node(op, target, args, kwargs)
+        new.append(node)
+        return node
+
+    pages = _size_hint(_value(match.cache).shape[0])
+    for write in match.writes:
+        kind, index, values = _write_slots(write, write.args[0])
+        with graph.inserting_before(write.next):
+            # Python indexing wraps negative slots; store_keys skips them, so wrap them first.
+            if kind == "flat":
+                slots = _wrapped(call, index, pages * F.PAGE_TOKENS)
+            else:
+                page = _wrapped(call, index[0], pages)
+                token = _wrapped(call, index[1], F.PAGE_TOKENS)
+                slots = call("call_function", operator.add, call("call_function", operator.mul, page, F.PAGE_TOKENS), token)
+            call("call_function", fp4.store_keys.default, values, shadow, slots, None)
+
+    queries, table, request = match.queries, match.block_table, match.request
+    if max_query_len is None:
+        rows = _size_hint(_value(queries).shape[0])
+        requests = _size_hint(_value(table).shape[0])
+        max_query_len = max(1, -(-rows // max(1, requests)))
+    with graph.inserting_before(match.topk):
+        query_starts = match.query_starts
+        if query_starts is None:
+            # Rows are grouped by request in order: request i owns rows [#(request < i), #(request < i + 1)).
+            requests = call("call_method", "size", table, 0)
+            edges = call("call_function", torch.arange, call("call_function", operator.add, requests, 1),
+                         device=_value(request).device)
+            query_starts = call("call_function", torch.searchsorted, request, edges)
+        quantized = call("call_function", fp4.quantize_queries.default, queries, None)
+        payload = call("call_function", operator.getitem, quantized, 0)
+        scales = call("call_function", operator.getitem, quantized, 1)
+        weights = call("call_method", "float", match.weights)
+        logits = call("call_function", fp4.score_paged.default, payload, scales, shadow, weights, table, query_starts,
+                      match.row_ends, max_query_len, None)
+        topk = call("call_function", fp4.select_topk.default, logits, match.row_ends, match.k, match.sorted, None)
+    match.topk.replace_all_uses_with(topk)
+    graph.erase_node(match.topk)
+    return new
+
+
+def _wrapped(call, index: fx.Node, size: int) -> fx.Node:
+    negative = call("call_function", operator.lt, index, 0)
+    return call("call_function", torch.where, negative, call("call_function", operator.add, index, size), index)
+
+
+def mutates(node: fx.Node) -> bool:
+    """In-place methods and setitem, which Dynamo graphs keep as plain calls."""
+    name = _name(node) or ""
+    return node.is_impure() or (name.endswith("_") and not name.startswith("__")) or name == "setitem"

@@ -1,0 +1,215 @@
+"""The fp4_inductor backend: a model holding the reference BF16 indexer, compiled with
+backend="fp4_inductor", takes its top-k from the FP4 ops with no other edit."""
+
+import copy
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from torch import nn
+
+import fp4_inductor as fp4
+from fp4_inductor.inductor import IndexShadow, find_indexers, fp4_inductor, rewrite_indexers
+from fp4_inductor.modules import ReferenceIndexer, swap_indexers
+
+from conftest import HAS_GPU
+
+DEVICES = ["cpu"] + (["cuda"] if HAS_GPU else [])
+PAGES, HIDDEN, Q_LORA = 12, 96, 48
+
+
+class DecodeModel(nn.Module):
+    """Two sparse-attention layers' indexers over one decode step."""
+
+    def __init__(self, device="cpu"):
+        super().__init__()
+        self.indexers = nn.ModuleList(
+            ReferenceIndexer(HIDDEN, Q_LORA, num_pages=PAGES, heads=16, topk=32, device=device) for _ in range(2)
+        )
+
+    def forward(self, x, q_lora, slots, block_table, seq_lens, query_lens, max_query_len: int):
+        return [m(x, q_lora, slots, block_table, seq_lens, query_lens, max_query_len) for m in self.indexers]
+
+
+def fill_history(model, gen, device):
+    """Every slot gets a key through each indexer's own projection, written outside any graph."""
+    with torch.no_grad():
+        for m in model.indexers:
+            k = m.k_norm(m.wk(torch.randn(PAGES * 64, HIDDEN, generator=gen).to(device, torch.bfloat16)))
+            if isinstance(m, ReferenceIndexer):
+                m.key_cache.view(-1, 128).copy_(k)
+            else:
+                fp4.store_keys(k, m.index_cache, torch.arange(PAGES * 64, device=device))
+
+
+def step(gen, device, seq_lens, query_lens, rows=8):
+    """One decode step's inputs: this step's keys at the last query_lens positions of each request,
+    then graph-padding rows up to ``rows``."""
+    requests = len(seq_lens)
+    block_table = torch.arange(PAGES)[torch.randperm(PAGES, generator=gen)][: requests * 4].view(requests, 4).int()
+    slots = []
+    for i in range(requests):
+        for t in range(seq_lens[i] - query_lens[i], seq_lens[i]):
+            slots.append(int(block_table[i, t // 64]) * 64 + t % 64)
+    slots += [-1] * (rows - len(slots))
+    x = torch.randn(rows, HIDDEN, generator=gen).bfloat16()
+    q_lora = torch.randn(rows, Q_LORA, generator=gen).bfloat16()
+    tensors = (x, q_lora, torch.tensor(slots), block_table, torch.tensor(seq_lens), torch.tensor(query_lens))
+    # max_query_len is the scheduler's bound for the step (constant here: one graph for every step).
+    return (*[t.to(device) for t in tensors], 5)
+
+
+# Non-uniform verify rows, padding rows that come and go, contexts growing across pages.
+SCHEDULE = [([70, 200, 130], [2, 1, 3]), ([72, 201, 133], [2, 1, 5]), ([75, 203, 134], [3, 2, 1])]
+
+
+def models(device):
+    torch.manual_seed(0)
+    reference = DecodeModel(device)
+    fp4_model = copy.deepcopy(reference)
+    swap_indexers(fp4_model)
+    for model in (reference, fp4_model):
+        fill_history(model, torch.Generator().manual_seed(7), device)
+    return reference, fp4_model
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.parametrize("device", DEVICES)
+def test_backend_takes_topk_from_fp4_ops(device, dynamic):
+    reference, fp4_model = models(device)
+    bf16_model = copy.deepcopy(reference)
+    torch._dynamo.reset()
+    compiled = torch.compile(reference, backend="fp4_inductor", fullgraph=True, dynamic=dynamic)
+    # The eager swapped model runs the same FP4 ops on the same keys. (Not a compiled one: Inductor
+    # may fuse the key LayerNorm into the quantizer and skip the bf16 rounding in between.)
+    swapped = fp4_model
+    gen = torch.Generator().manual_seed(11)
+    differs_from_bf16 = False
+
+    def check(inputs):
+        nonlocal differs_from_bf16
+        got, want, bf16 = compiled(*inputs), swapped(*inputs), bf16_model(*inputs)
+        for g, w, b in zip(got, want, bf16):
+            assert g.dtype == torch.int32 and g.shape == w.shape
+            assert torch.equal(g.sort(dim=1)[0], w.sort(dim=1)[0])
+            differs_from_bf16 |= not torch.equal(g.sort(dim=1)[0], b.sort(dim=1)[0])
+
+    with torch.no_grad():
+        for seq_lens, query_lens in SCHEDULE:
+            check(step(gen, device, seq_lens, query_lens))
+        # Keys written outside the compiled graph (an eager prefill) reach the FP4 path too.
+        for model in (reference, fp4_model, bf16_model):
+            fill_history(model, torch.Generator().manual_seed(99), device)
+        check(step(gen, device, [90, 210, 150], [1, 1, 1]))
+    for m in reference.indexers:
+        assert IndexShadow.of(m.key_cache).version == m.key_cache._version
+    # Otherwise this test could not tell the FP4 path from the BF16 one.
+    assert differs_from_bf16
+    # The model's own BF16 cache keeps its meaning: every write still lands there.
+    for a, b in zip(reference.indexers, bf16_model.indexers):
+        assert torch.equal(a.key_cache, b.key_cache)
+
+
+def captured_graph(model, inputs, **options):
+    """The graph the backend hands to Inductor (after the rewrite)."""
+    seen = {}
+
+    def backend(gm, example_inputs):
+        rewritten, seen["sources"] = rewrite_indexers(gm, example_inputs, **options)
+        seen["graph"] = rewritten.graph
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch.compile(model, backend=backend, fullgraph=True)(*inputs)
+    return seen
+
+
+def test_rewritten_graph_holds_fp4_ops_and_no_bf16_scoring():
+    reference, _ = models("cpu")
+    inputs = step(torch.Generator().manual_seed(3), "cpu", *SCHEDULE[0][:2])
+    seen = captured_graph(reference, inputs)
+    targets = [str(n.target) for n in seen["graph"].nodes if n.op == "call_function"]
+    for op in ("fp4.store_keys.default", "fp4.quantize_queries.default", "fp4.score_paged.default", "fp4.select_topk.default"):
+        assert targets.count(op) == 2, (op, targets)
+    assert not any("einsum" in t for t in targets)
+    shadows = [n for n in seen["graph"].nodes if n.op == "placeholder" and n.name.startswith("fp4_shadow")]
+    assert len(shadows) == 2 and len(seen["sources"]) == 2
+
+
+class ScribblingIndexer(ReferenceIndexer):
+    """Writes its cache in a way the pass cannot mirror: the rewrite must leave it alone."""
+
+    def forward(self, x, q_lora, slots, block_table, seq_lens, query_lens, max_query_len: int):
+        self.key_cache[0].mul_(0.5)
+        return super().forward(x, q_lora, slots, block_table, seq_lens, query_lens, max_query_len)
+
+
+def test_unmirrorable_cache_write_leaves_the_indexer_alone(caplog):
+    torch.manual_seed(0)
+    model = ScribblingIndexer(HIDDEN, Q_LORA, num_pages=PAGES, heads=16, topk=32)
+    inputs = step(torch.Generator().manual_seed(3), "cpu", *SCHEDULE[0][:2])
+    with caplog.at_level(logging.WARNING, logger="fp4_inductor.inductor.backend"):
+        seen = captured_graph(model, inputs)
+    assert seen["sources"] == []
+    assert "mul_" in caplog.text and "cannot mirror" in caplog.text or "writes into the cache" in caplog.text
+    assert any("einsum" in str(n.target) for n in seen["graph"].nodes)
+
+
+def test_backend_options():
+    reference, _ = models("cpu")
+    inputs = step(torch.Generator().manual_seed(3), "cpu", *SCHEDULE[0][:2])
+    seen = captured_graph(reference, inputs, max_query_len=5)
+    hints = [n.args[7] for n in seen["graph"].nodes if str(n.target) == "fp4.score_paged.default"]
+    assert hints == [5, 5]
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="unknown fp4_inductor options"):
+        torch.compile(reference, backend="fp4_inductor", options={"fp4_inductor.tile": 2})(*inputs)
+
+
+def test_other_topk_graphs_are_left_alone(caplog):
+    def not_an_indexer(logits, row_ends):
+        return fp4.select_topk(logits.relu() * 2, row_ends, 4)
+
+    with caplog.at_level(logging.WARNING, logger="fp4_inductor.inductor.backend"):
+        seen = captured_graph(not_an_indexer, (torch.randn(3, 64), torch.tensor([64, 10, 0], dtype=torch.int32)))
+    assert seen["sources"] == [] and not caplog.text
+    assert find_indexers(seen["graph"]) == ([], [])
+
+
+CACHE_SCRIPT = textwrap.dedent(
+    """
+    import hashlib, sys, torch
+    from torch._dynamo.utils import counters
+    from torch._inductor.codecache import PyCodeCache
+    sys.path.insert(0, sys.argv[1])
+    from test_backend import SCHEDULE, models, step
+    reference, _ = models("cpu")
+    compiled = torch.compile(reference, backend="fp4_inductor", fullgraph=True)
+    with torch.no_grad():
+        out = compiled(*step(torch.Generator().manual_seed(3), "cpu", *SCHEDULE[0][:2]))
+    code = sorted(hashlib.sha256(open(m.__file__).read().encode()).hexdigest() for m in PyCodeCache.modules)
+    hits = counters["inductor"]["fxgraph_cache_hit"] + counters["aot_autograd"]["autograd_cache_hit"]
+    print("RESULT", hits, ",".join(code), ",".join(str(o.sum().item()) for o in out))
+    """
+)
+
+
+def test_two_fresh_processes_share_the_inductor_cache(tmp_path):
+    """The rewrite runs before Inductor's cache key is taken, so a fresh process with the same
+    model hits the cache and runs the same generated code."""
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path), TORCHINDUCTOR_FX_GRAPH_CACHE="1")
+    tests = os.path.dirname(__file__)
+    runs = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", CACHE_SCRIPT, tests], env=env, capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs.append(next(line.split()[1:] for line in done.stdout.splitlines() if line.startswith("RESULT")))
+    (hits_first, code_first, out_first), (hits_second, code_second, out_second) = runs
+    assert int(hits_first) == 0 and int(hits_second) >= 1
+    assert code_first == code_second and code_first
+    assert out_first == out_second
