@@ -8,6 +8,11 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 HAS_TRITON = __import__("importlib").util.find_spec("triton") is not None
+
+# backend="fp4_inductor" from a source checkout too (a no-op where the package is installed).
+import fp4_inductor.inductor  # noqa: E402
+
+fp4_inductor.inductor.register()
 HAS_GPU = torch.cuda.is_available()
 INTERPRETER = os.environ.get("TRITON_INTERPRET") == "1" and HAS_TRITON
 

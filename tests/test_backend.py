@@ -18,7 +18,7 @@ from fp4_inductor.modules import ReferenceIndexer, swap_indexers
 
 from conftest import HAS_GPU
 
-DEVICES = ["cpu"] + (["cuda"] if HAS_GPU else [])
+DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not HAS_GPU, reason="needs a GPU")])]
 PAGES, HIDDEN, Q_LORA = 12, 96, 48
 
 
@@ -213,3 +213,15 @@ def test_two_fresh_processes_share_the_inductor_cache(tmp_path):
     assert int(hits_first) == 0 and int(hits_second) >= 1
     assert code_first == code_second and code_first
     assert out_first == out_second
+
+
+def test_installed_package_declares_the_backend_entry_point():
+    from importlib import metadata
+
+    try:
+        metadata.distribution("fp4_inductor")
+    except metadata.PackageNotFoundError:
+        pytest.skip("fp4_inductor runs from a source checkout here, not installed")
+    names = {ep.name: ep.value for ep in metadata.entry_points(group="torch_dynamo_backends")}
+    assert names.get("fp4_inductor") == "fp4_inductor.inductor:fp4_inductor"
+    assert "fp4_inductor" in torch._dynamo.list_backends()
