@@ -144,6 +144,11 @@ def bench_scoring(table: Table, requests: int, context: int, next_n: int, heads:
     tag = f"B={requests} ctx={context} next_n={next_n}"
     us = median_us(lambda: fp4.score_paged(*args))
     table.add(f"score_paged fp4 {tag}", us, byte_model, flops, f"floor {byte_model / table.ceiling / 1e3:.1f} us")
+    # The higher-recall mode: the same FP4 keys, bf16 queries (256 instead of 68 bytes per row and head).
+    bf16_args = (case["q"], *args[1:])
+    t = median_us(lambda: fp4.score_paged(*bf16_args))
+    table.add(f"score_paged fp4 keys + bf16 queries {tag}", t, byte_model + rows * heads * (256 - 68), flops,
+              f"{t / us:.2f}x the FP4-query time")
     if peer is not None:
         q8, kv, w, out, ctx, tokens = fp8_peer_inputs(case, device)
         peer_bytes = keys * (F.HEAD_DIM + 4) + rows * context * 4

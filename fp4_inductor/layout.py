@@ -134,10 +134,13 @@ def decode_layout_impl(
     requests = query_lens.shape[0]
     query_lens = query_lens.to(torch.int64)
     seq_lens = seq_lens[:requests].to(torch.int64)
-    query_starts = torch.nn.functional.pad(torch.cumsum(query_lens, 0), (1, 0))
+    query_ends = torch.cumsum(query_lens, 0)
+    query_starts = torch.nn.functional.pad(query_ends, (1, 0))
     rows = torch.arange(num_rows, device=device, dtype=torch.int64)
-    # request(r): the i with query_starts[i] <= r < query_starts[i + 1]
-    request = torch.searchsorted(query_starts[1:].contiguous(), rows, right=True)
+    # request(r): the i with query_starts[i] <= r < query_starts[i + 1]. The boundaries are the
+    # cumsum itself, not a slice of query_starts: Inductor's searchsorted lowering (torch 2.11)
+    # cannot take a sliced view (NotImplementedError: SliceView).
+    request = torch.searchsorted(query_ends, rows, right=True)
     in_batch = request < requests
     request = request.clamp(max=max(requests - 1, 0))
     if requests == 0:

@@ -92,6 +92,8 @@ class FP4Indexer(IndexerProjections):
     Keys live in an FP4 index section (68 B/token) inside merged pages: its own
     (``num_pages`` pages of ``page_bytes`` with the section at ``index_offset``)
     or an external ``index_cache`` view ``uint8 [pages, 64, 68]``.
+    ``query_precision="bf16"`` scores the same FP4 keys with unquantized (bf16) queries:
+    higher top-k recall for a slower scorer (docs/benchmarks.md has both).
     """
 
     def __init__(
@@ -109,9 +111,13 @@ class FP4Indexer(IndexerProjections):
         index_offset: int = 0,
         index_cache: Optional[torch.Tensor] = None,
         backend: Optional[str] = None,
+        query_precision: str = "fp4",
     ):
         super().__init__(hidden_size, q_lora_rank, heads, head_dim, topk, softmax_scale, device, dtype)
+        if query_precision not in ("fp4", "bf16"):
+            raise ValueError(f"query_precision: expected 'fp4' or 'bf16', got {query_precision!r}")
         self.backend = backend
+        self.query_precision = query_precision
         if index_cache is None:
             pages, index_cache = allocate_merged_cache(num_pages, page_bytes, index_offset, device=device)
             self.register_buffer("pages", pages, persistent=False)
@@ -140,7 +146,8 @@ class FP4Indexer(IndexerProjections):
         q, k, w = self.project(x, q_lora)
         store_keys(k, self.index_cache, slots, backend=self.backend)
         query_starts, row_ends = decode_layout(seq_lens, query_lens, q.shape[0])
-        query = quantize_queries(q, backend=self.backend)
+        # "bf16": the higher-recall mode, same FP4 keys, queries not quantized.
+        query = quantize_queries(q, backend=self.backend) if self.query_precision == "fp4" else q
         logits = score_paged(query, self.index_cache, w, block_table, query_starts, row_ends, max_query_len,
                              backend=self.backend)
         return select_topk(logits, row_ends, self.topk, backend=self.backend)[1]

@@ -108,6 +108,21 @@ def _check_score(
         raise ValueError(f"query[0] (payload): expected {F.QUERY_HEADS} heads, got {describe(q_payload)}")
     shape = (rows, 1, F.GROUPS, F.QUERY_SCALE_LANES, F.QUERY_SCALE_SLOTS)
     check_tensor("query[1] (scales)", q_scales, dtypes=(torch.uint8,), shape=shape, device=dev)
+    _check_score_layout(rows, heads, weights, block_table, query_starts, row_ends, max_query_len, dev)
+
+
+def _check_score_bf16(
+    q: Tensor, cache: Tensor, weights: Tensor, block_table: Tensor, query_starts: Tensor, row_ends: Tensor,
+    max_query_len: int,
+) -> None:
+    check_cache(cache)
+    check_tensor("query", q, dtypes=FLOAT_DTYPES, shape=("rows", "heads", F.HEAD_DIM), device=cache.device)
+    if q.shape[1] not in F.QUERY_HEADS:
+        raise ValueError(f"query: expected {F.QUERY_HEADS} heads, got {describe(q)}")
+    _check_score_layout(*q.shape[:2], weights, block_table, query_starts, row_ends, max_query_len, cache.device)
+
+
+def _check_score_layout(rows, heads, weights, block_table, query_starts, row_ends, max_query_len, dev) -> None:
     check_tensor("weights", weights, dtypes=(torch.float32,), shape=(rows, heads), device=dev)
     check_tensor("block_table", block_table, dtypes=INDEX_DTYPES, shape=("requests", "pages_per_request"), device=dev)
     check_tensor("query_starts", query_starts, dtypes=INDEX_DTYPES, shape=("requests + 1",), device=dev)
@@ -233,6 +248,33 @@ def _score_paged_fake(
     return q_payload.new_empty((q_payload.shape[0], block_table.shape[1] * F.PAGE_TOKENS), dtype=torch.float32)
 
 
+@triton_op("fp4::score_paged_bf16", mutates_args=())
+def _score_paged_bf16(
+    q: Tensor,
+    cache: Tensor,
+    weights: Tensor,
+    block_table: Tensor,
+    query_starts: Tensor,
+    row_ends: Tensor,
+    max_query_len: int,
+    backend: Optional[str] = None,
+) -> Tensor:
+    _check_score_bf16(q, cache, weights, block_table, query_starts, row_ends, max_query_len)
+    if resolve_backend(backend, cache.device, "score_paged_bf16") == "reference":
+        return reference.score_paged_bf16(q, cache, weights, block_table, query_starts, row_ends)
+    from .kernels.score import launch_score_paged
+
+    out = torch.empty((q.shape[0], block_table.shape[1] * F.PAGE_TOKENS), dtype=torch.float32, device=cache.device)
+    launch_score_paged(out, q, None, cache, weights, block_table, query_starts, row_ends, max_query_len)
+    return out
+
+
+@_score_paged_bf16.register_fake
+def _score_paged_bf16_fake(q, cache, weights, block_table, query_starts, row_ends, max_query_len, backend=None):
+    _check_score_bf16(q, cache, weights, block_table, query_starts, row_ends, max_query_len)
+    return q.new_empty((q.shape[0], block_table.shape[1] * F.PAGE_TOKENS), dtype=torch.float32)
+
+
 @triton_op("fp4::select_topk", mutates_args=())
 def _select_topk(
     logits: Tensor, row_ends: Tensor, k: int, sorted: bool = False, backend: Optional[str] = None
@@ -307,7 +349,9 @@ def score_paged(
 ) -> Tensor:
     """Indexer logits ``sum_h w[r, h] * relu(q[r, h] . k[key(j)])`` over a paged FP4 cache.
 
-    query: (payload uint8 [rows, H, 64], scales uint8 [rows, 1, 4, 16, 4]) from ``quantize_queries``.
+    query: (payload uint8 [rows, H, 64], scales uint8 [rows, 1, 4, 16, 4]) from ``quantize_queries``;
+        or the higher-recall mode: unquantized queries float [rows, H, 128], scored in bf16
+        (rounded to it) against the same FP4 keys (no ``out=``, no AITER backend).
     cache: uint8 [pages, 64, 68] index cache (any page stride >= 4352).
     weights: float32 [rows, H], holding the head and softmax factors (not the FP4 scales).
     block_table: int [requests, pages_per_request]; entries past a row's keys are never read.
@@ -321,8 +365,15 @@ def score_paged(
     below ``query_starts[-1]`` is the result; the rest is unspecified (the reference
     writes -inf there, the kernels leave it alone).
     """
+    if isinstance(query, Tensor) and query.is_floating_point():
+        _check_score_bf16(query, cache, weights, block_table, query_starts, row_ends, max_query_len)
+        if out is not None:
+            raise ValueError("out: the bf16-query mode returns a new tensor; pass out=None")
+        return torch.ops.fp4.score_paged_bf16(query, cache, weights, block_table, query_starts, row_ends,
+                                              max_query_len, backend)
     if not isinstance(query, (tuple, list)) or len(query) != 2:
-        raise TypeError(f"query: expected (payload, scales) from quantize_queries, got {describe(query)}")
+        raise TypeError(f"query: expected (payload, scales) from quantize_queries or a float tensor "
+                        f"[rows, H, 128], got {describe(query)}")
     _check_score(*query, cache, weights, block_table, query_starts, row_ends, max_query_len)
     if out is not None:
         torch.ops.fp4.score_paged_out(out, *query, cache, weights, block_table, query_starts, row_ends, max_query_len, backend)

@@ -176,13 +176,36 @@ def score_paged(
     row_ends: torch.Tensor,
 ) -> torch.Tensor:
     """logit[r, j] = sum_h w[r, h] * relu(q[r, h] . k[key(j)]) in float32, -inf outside the valid region."""
-    rows = q_payload.shape[0]
+    return score_queries(dequantize_queries(q_payload, q_scales), cache, weights, block_table, query_starts, row_ends)
+
+
+def score_paged_bf16(
+    q: torch.Tensor,
+    cache: torch.Tensor,
+    weights: torch.Tensor,
+    block_table: torch.Tensor,
+    query_starts: torch.Tensor,
+    row_ends: torch.Tensor,
+) -> torch.Tensor:
+    """The higher-recall mode: unquantized queries, rounded to bf16, against the FP4 keys."""
+    return score_queries(q.to(torch.bfloat16).float(), cache, weights, block_table, query_starts, row_ends)
+
+
+def score_queries(
+    q: torch.Tensor,
+    cache: torch.Tensor,
+    weights: torch.Tensor,
+    block_table: torch.Tensor,
+    query_starts: torch.Tensor,
+    row_ends: torch.Tensor,
+) -> torch.Tensor:
+    """Scores of float queries ``q`` [rows, H, 128] against the FP4 cache (-inf outside the valid region)."""
+    rows = q.shape[0]
     requests = query_starts.shape[0] - 1
     width = block_table.shape[1] * F.PAGE_TOKENS
     valid = valid_region(query_starts, row_ends, width)
     if rows == 0 or requests == 0 or width == 0:
-        return torch.full((rows, width), -torch.inf, device=q_payload.device)
-    q = dequantize_queries(q_payload, q_scales)  # [rows, H, 128]
+        return torch.full((rows, width), -torch.inf, device=q.device)
     # Entries past a request's pages may hold anything: clamp them into range, mask later.
     pages = block_table.to(torch.int64).clamp(0, cache.shape[0] - 1)
     keys = dequantize_pages(cache, pages).flatten(1, 2)  # [requests, width, 128]

@@ -55,13 +55,17 @@ def scoring_case(
 
 
 def float64_scores(query, cache, weights, block_table, query_starts, row_ends, magnitude=False):
-    """The scoring definition in float64 over dequantized inputs, one row at a time.
+    """The scoring definition in float64 over dequantized inputs, one row at a time. ``query``:
+    (payload, scales), or a float tensor for the bf16-query mode (rounded to bf16).
 
     ``magnitude=True`` sums ``|w| * relu(s)`` instead: the scale of the float32 rounding
     error of an entry, whatever cancellation the signed weights cause."""
     if magnitude:
         weights = weights.abs()
-    q = reference.dequantize_queries(*[t.cpu() for t in query], dtype=torch.float64)
+    if isinstance(query, torch.Tensor):  # the bf16-query mode
+        q = query.cpu().to(torch.bfloat16).double()
+    else:
+        q = reference.dequantize_queries(*[t.cpu() for t in query], dtype=torch.float64)
     cache, block_table = cache.cpu(), block_table.cpu().long()
     starts, ends = query_starts.cpu().tolist(), row_ends.cpu().tolist()
     width = block_table.shape[1] * F.PAGE_TOKENS

@@ -14,11 +14,6 @@ from test_compile import decode_step, run, step_inputs
 pytestmark = [pytest.mark.gpu, gpu]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Inductor (torch 2.11) raises NotImplementedError: SliceView when a user Triton kernel "
-    "mutates the cache view of merged pages; the fix belongs to the Inductor integration work",
-)
 def test_inductor_emits_fp4_kernels_without_sync_or_cache_copy(gen):
     inputs = step_inputs(gen, query_lens=[2, 1, 3], seq_lens=[300, 65, 190])
     inputs = {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}

@@ -1,5 +1,6 @@
 """FP4Indexer against the BF16 reference indexer; swap_indexers in a small model."""
 
+import pytest
 import torch
 from torch import nn
 
@@ -98,3 +99,35 @@ def test_from_reference_copies_weights(gen):
     for name, p in ref.named_parameters():
         assert torch.equal(p, new.get_parameter(name))
     assert new.index_cache.shape == (4, 64, 68) and new.pages.shape == (4, 8192)
+
+
+def mean_overlap(got, want):
+    overlaps = []
+    for g, w in zip(got, want):
+        for r in range(w.shape[0]):
+            a, b = set(g[r].tolist()) - {-1}, set(w[r].tolist()) - {-1}
+            if b:
+                overlaps.append(len(a & b) / len(b))
+    return sum(overlaps) / len(overlaps)
+
+
+def test_bf16_query_precision_raises_recall(gen):
+    """query_precision="bf16" keeps the FP4 keys and scores with unquantized queries: its top-k
+    is closer to the BF16 indexer's than the all-FP4 one."""
+    torch.manual_seed(0)
+    reference_model = TinyModel()
+    models = {}
+    for precision in ("fp4", "bf16"):
+        model = TinyModel()
+        model.load_state_dict(reference_model.state_dict())
+        swap_indexers(model, query_precision=precision)
+        fill_history(model, torch.Generator().manual_seed(5))
+        models[precision] = model
+    fill_history(reference_model, torch.Generator().manual_seed(5))
+    inputs = decode_inputs(torch.Generator().manual_seed(6))
+    with torch.no_grad():
+        want = reference_model(*inputs)
+        overlap = {p: mean_overlap(m(*inputs), want) for p, m in models.items()}
+    assert overlap["bf16"] > overlap["fp4"], overlap
+    with pytest.raises(ValueError, match="query_precision: expected 'fp4' or 'bf16', got 'fp8'"):
+        FP4Indexer(96, 48, num_pages=4, heads=16, query_precision="fp8")

@@ -43,9 +43,37 @@ def test_max_query_len_is_a_launch_hint(hint, backend_device, gen):
     check_against_float64(dict(case, max_query_len=hint), backend, device)
 
 
-def check_against_float64(case, backend, device):
+@pytest.mark.parametrize("name", ["ragged", "long-verify", "key-spread", "short-rows"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_bf16_query_mode_matches_float64(name, dtype, backend_device, gen):
+    """The higher-recall mode: FP4 keys against unquantized queries (rounded to bf16)."""
+    backend, device = backend_device
+    case = scoring_case(gen, device, heads=32, dtype=dtype, **CASES[name])
+    check_against_float64(case, backend, device, query=case["q"])
+
+
+def test_bf16_query_mode_is_closer_to_full_precision(gen):
+    """What the mode buys: the scores of FP4 keys with bf16 queries sit closer to the
+    full-precision scores than those with FP4 queries."""
+    case = scoring_case(gen, "cpu", heads=64, query_lens=[2, 2], seq_lens=[640, 500])
+    layout = (case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"])
+    keys = case["q"]
+    exact = float64_scores(keys, *layout)  # bf16 queries; keys are FP4 in both
+    fp4_queries = fp4.score_paged(fp4.quantize_queries(keys), *layout, case["max_query_len"]).double()
+    bf16_queries = fp4.score_paged(keys, *layout, case["max_query_len"]).double()
+    valid = reference.valid_region(case["query_starts"], case["row_ends"], exact.shape[1])
+    err = lambda got: ((got - exact)[valid].norm() / exact[valid].norm()).item()  # noqa: E731
+    assert err(bf16_queries) < 1e-5 < 0.01 < err(fp4_queries)
+
+
+def check_against_float64(case, backend, device, query=None):
     out = torch.full((case["q"].shape[0], case["block_table"].shape[1] * 64), float("nan"), device=device)
-    query, got = run(case, backend, out=out)
+    writes_into_out = query is None
+    if writes_into_out:
+        query, got = run(case, backend, out=out)
+    else:
+        args = (case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"])
+        got = fp4.score_paged(query, *args, case["max_query_len"], backend=backend)
     inputs = (query, case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"])
     want = float64_scores(*inputs)
     scale = float64_scores(*inputs, magnitude=True)
@@ -59,7 +87,7 @@ def check_against_float64(case, backend, device):
         worst = ((got.double() - want).abs() / scale.clamp_min(1e-30))[valid].max()
         assert worst < 1e-5, f"elementwise relative error {worst:.2e}"
     # What is outside the valid region stays as it was (poisoned with NaN).
-    assert got[~valid].isnan().all(), f"wrote outside the valid region at {(~got.isnan() & ~valid).nonzero()[0].tolist()}"
+    assert not writes_into_out or got[~valid].isnan().all(), f"wrote outside the valid region at {(~got.isnan() & ~valid).nonzero()[0].tolist()}"
 
 
 def test_score_functional_matches_out_variant(backend_device, gen):

@@ -129,6 +129,29 @@ def query_operands(q_base, c_ok, shift):
 
 
 @triton.jit
+def float_query_operands(q_base, c_ok, DOT_DTYPE: tl.constexpr):
+    """(a, b) [64, N] of unquantized queries at ``q_base`` [N] (128 elements each), in the
+    column order of ``key_operands`` (a: elements 8v + 0..3, b: 8v + 4..7)."""
+    k = tl.arange(0, 64)[:, None]
+    element = (k // 4) * 8 + k % 4
+    a = tl.load(q_base[None, :] + element, mask=c_ok[None, :], other=0.0)
+    b = tl.load(q_base[None, :] + element + 4, mask=c_ok[None, :], other=0.0)
+    return a.to(DOT_DTYPE), b.to(DOT_DTYPE)
+
+
+@triton.jit
+def key_dot(ka, kb, qa, qb, QUERY_FLOAT: tl.constexpr, DOT_DTYPE: tl.constexpr):
+    """[M, N] dot of the key and query operands: exact int32 for FP4 queries; float32 for
+    unquantized ones (int8 keys are exact in bf16, products exact in float32)."""
+    if QUERY_FLOAT:
+        acc = tl.dot(ka.to(DOT_DTYPE), qa, out_dtype=tl.float32)
+        return tl.dot(kb.to(DOT_DTYPE), qb, acc, out_dtype=tl.float32)
+    else:
+        acc = tl.dot(ka, qa, out_dtype=tl.int32)
+        return tl.dot(kb, qb, acc, out_dtype=tl.int32)
+
+
+@triton.jit
 def power_of_two(byte, times):
     """2**(byte - 127) * times for a UE8M0 byte (int32); 255 -> NaN; byte 0 reads as 0."""
     return tl.where(byte == 255, float("nan"), (byte << 23).to(tl.float32, bitcast=True) * times)
@@ -155,6 +178,8 @@ def score_paged_kernel(
     ROWS: tl.constexpr,
     TILE_PAGES: tl.constexpr,
     ASM: tl.constexpr,
+    QUERY_FLOAT: tl.constexpr = False,
+    DOT_DTYPE: tl.constexpr = tl.bfloat16,
 ):
     request = tl.program_id(0)
     split = tl.program_id(1)
@@ -180,18 +205,28 @@ def score_paged_kernel(
             c_row = first_row + c // HEADS
             c_head = c % HEADS
             c_ok = (c // HEADS) < rows_here
-            q_base = q_payload_ptr + c_row.to(tl.int64) * (HEADS * 64) + c_head * 64
             g4 = tl.arange(0, 4)[None, :]
-            # Query scale of head h, group g at [r, 0, g, h % 16, h // 16].
-            q_scale_at = q_scales_ptr + c_row.to(tl.int64)[:, None] * 256 + g4 * 64 + ((c_head % 16) * 4 + c_head // 16)[:, None]
-            q_exp = tl.load(q_scale_at, mask=c_ok[:, None], other=127).to(tl.int32)  # [N, 4]
-            q_max = tl.max(q_exp, axis=1)
-            q_fold = FOLD_LIMIT - (q_max[:, None] - q_exp)
-            query_folds = tl.min(tl.min(q_fold, axis=1), axis=0) >= 0
-            qa, qb = query_operands(q_base, c_ok, tl.maximum(q_fold, 0))
-            qa_raw, qb_raw = query_operands(q_base, c_ok, tl.zeros_like(q_exp))
             w = tl.load(weights_ptr + c_row.to(tl.int64) * weights_stride + c_head * weights_head_stride, mask=c_ok, other=0.0)
-            w_folded = w * power_of_two(q_max, 0.0625)
+            if QUERY_FLOAT:
+                # Unquantized queries [rows, H, 128]: no query scales (2**0 everywhere).
+                q_base = q_payload_ptr + c_row.to(tl.int64) * (HEADS * 128) + c_head * 128
+                qa, qb = float_query_operands(q_base, c_ok, DOT_DTYPE)
+                qa_raw, qb_raw = qa, qb
+                q_exp = tl.zeros((N, 4), dtype=tl.int32) + 127
+                query_folds = True
+                # key operands are 2 * value << fold: 2**(k_max - 127 - 3 - 1) per key.
+                w_folded = w
+            else:
+                q_base = q_payload_ptr + c_row.to(tl.int64) * (HEADS * 64) + c_head * 64
+                # Query scale of head h, group g at [r, 0, g, h % 16, h // 16].
+                q_scale_at = q_scales_ptr + c_row.to(tl.int64)[:, None] * 256 + g4 * 64 + ((c_head % 16) * 4 + c_head // 16)[:, None]
+                q_exp = tl.load(q_scale_at, mask=c_ok[:, None], other=127).to(tl.int32)  # [N, 4]
+                q_max = tl.max(q_exp, axis=1)
+                q_fold = FOLD_LIMIT - (q_max[:, None] - q_exp)
+                query_folds = tl.min(tl.min(q_fold, axis=1), axis=0) >= 0
+                qa, qb = query_operands(q_base, c_ok, tl.maximum(q_fold, 0))
+                qa_raw, qb_raw = query_operands(q_base, c_ok, tl.zeros_like(q_exp))
+                w_folded = w * power_of_two(q_max, 0.0625)
             w_folded = tl.where(c_ok, w_folded, 0.0)
 
             m = tl.arange(0, M)
@@ -222,9 +257,9 @@ def score_paged_kernel(
                 k_fold = FOLD_LIMIT - (k_max[:, None] - cur_exp)
                 if query_folds and tl.min(tl.min(k_fold, axis=1), axis=0) >= 0:
                     ka, kb = key_operands(cur_x, cur_x2, k_fold, ASM)
-                    acc = tl.dot(ka, qa, out_dtype=tl.int32)
-                    acc = tl.dot(kb, qb, acc, out_dtype=tl.int32)
-                    weighted = tl.maximum(acc, 0).to(tl.float32) * w_folded[None, :]
+                    acc = key_dot(ka, kb, qa, qb, QUERY_FLOAT, DOT_DTYPE)
+                    # relu that keeps NaN (an unquantized query may hold one).
+                    weighted = tl.where(acc < 0, 0, acc).to(tl.float32) * w_folded[None, :]
                     logits = tl.sum(tl.reshape(weighted, (M, ROWS, HEADS)), axis=2)
                     logits = logits * power_of_two(k_max, 0.0625)[:, None]
                 else:
@@ -232,10 +267,10 @@ def score_paged_kernel(
                     for g in range(4):
                         only_g = tl.where(g4 == g, 0, -1)
                         ka, kb = key_operands(cur_x, cur_x2, tl.zeros_like(cur_exp) + only_g, ASM)
-                        acc = tl.dot(ka, qa_raw, out_dtype=tl.int32)
-                        acc = tl.dot(kb, qb_raw, acc, out_dtype=tl.int32)
+                        acc = key_dot(ka, kb, qa_raw, qb_raw, QUERY_FLOAT, DOT_DTYPE)
                         k_scale = power_of_two(tl.sum(tl.where(g4 == g, cur_exp, 0), axis=1), 0.5)
-                        q_scale = power_of_two(tl.sum(tl.where(g4 == g, q_exp, 0), axis=1), 0.5)
+                        # FP4 query operands are 2 * value; unquantized ones are the value.
+                        q_scale = power_of_two(tl.sum(tl.where(g4 == g, q_exp, 0), axis=1), 1.0 if QUERY_FLOAT else 0.5)
                         s += acc.to(tl.float32) * (k_scale[:, None] * q_scale[None, :])
                     # relu that keeps NaN (a NaN group must give a NaN logit).
                     weighted = tl.where(s < 0.0, 0.0, s) * w[None, :]
@@ -260,11 +295,22 @@ def launch_score_paged(
     out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len, **tuning
 ) -> None:
     """Launch the scorer; ``tuning`` (tile_pages, num_warps, num_stages, splits_per_sm) is for
-    benchmarks/score_variants.py and is not part of the API."""
+    benchmarks/score_variants.py and is not part of the API.
+
+    ``q_scales=None``: ``q_payload`` holds unquantized queries float [rows, H, 128], scored as
+    bf16 against the FP4 keys (the higher-recall mode)."""
     rows, heads = q_payload.shape[:2]
     requests, pages_per_request = block_table.shape
     if rows == 0 or requests == 0 or pages_per_request == 0:
         return
+    query_float = q_scales is None
+    gpu = cache.device.type == "cuda"
+    if query_float:
+        # bf16 queries; the interpreter has no bf16 arithmetic and takes their exact float32 values.
+        q_payload = q_payload.to(torch.bfloat16).contiguous()
+        if not gpu:
+            q_payload = q_payload.float()
+        q_scales = q_payload
     for name, t in (("query[0] (payload)", q_payload), ("query[1] (scales)", q_scales)):
         if not t.is_contiguous():
             raise ValueError(f"{name}: expected the contiguous tensor quantize_queries returns, got strides {t.stride()}")
@@ -279,7 +325,8 @@ def launch_score_paged(
     wrap_triton(score_paged_kernel)[grid](
         out, out.stride(0), q_payload, q_scales, cache, cache.stride(0), weights, weights.stride(0), weights.stride(1),
         block_table, block_table.stride(0), block_table.stride(1), query_starts, row_ends, pages_per_split,
-        HEADS=heads, ROWS=rows_per_block, TILE_PAGES=tile_pages, ASM=tuning.get("asm", cache.device.type == "cuda" and torch.version.hip is None),
+        HEADS=heads, ROWS=rows_per_block, TILE_PAGES=tile_pages, ASM=tuning.get("asm", gpu and torch.version.hip is None),
+        QUERY_FLOAT=query_float, DOT_DTYPE=tl.bfloat16 if gpu else tl.float32,
         num_warps=tuning.get("num_warps", 4),
         num_stages=tuning.get("num_stages", 3),
     )
