@@ -66,11 +66,14 @@ def resolve_backend(backend: Optional[str], device: torch.device, op: str, offer
     if backend == "aiter":
         if not offers_aiter:
             raise ValueError(f"backend='aiter': AITER provides only the scoring kernel, not {op}")
-        if device.type != "cuda" or torch.version.hip is None or not aiter_available():
-            raise RuntimeError(
-                "backend='aiter': needs a ROCm GPU and this library's AITER adapter, which this version "
-                f"does not ship yet (device {device}, hip {torch.version.hip})"
-            )
+        from .backends import aiter
+
+        if device.type != "cuda":
+            raise RuntimeError(f"backend='aiter': needs tensors on a ROCm GPU, got {device}")
+        reason = aiter.unavailable_reason()
+        if reason is not None:
+            # An importable AITER whose reader cannot take the merged layout: a cache constraint.
+            raise (ValueError if aiter.scorer() is not None else RuntimeError)(f"backend='aiter': {reason}")
     return backend
 
 
@@ -188,6 +191,31 @@ def _score_into(out, q_payload, q_scales, cache, weights, block_table, query_sta
     else:
         logits = reference.score_paged(q_payload, q_scales, cache, weights, block_table, query_starts, row_ends)
         out.copy_(torch.where(reference.valid_region(query_starts, row_ends, out.shape[1]), logits, out))
+
+
+@torch.library.custom_op("fp4::score_paged_aiter_out", mutates_args={"out"})
+def _score_paged_aiter_out(
+    out: Tensor,
+    q_payload: Tensor,
+    q_scales: Tensor,
+    cache: Tensor,
+    weights: Tensor,
+    block_table: Tensor,
+    query_starts: Tensor,
+    row_ends: Tensor,
+    max_query_len: int,
+) -> None:
+    """AITER's scorer as one opaque call for Inductor (an extern kernel, nothing traced inside)."""
+    from .backends import aiter
+
+    aiter.score_paged_into(out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends)
+
+
+@_score_paged_aiter_out.register_fake
+def _score_paged_aiter_out_fake(
+    out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len
+) -> None:
+    _check_score(q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len)
 
 
 @triton_op("fp4::score_paged_out", mutates_args={"out"})

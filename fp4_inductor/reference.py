@@ -153,8 +153,10 @@ def dequantize_pages(cache: torch.Tensor, pages: torch.Tensor, dtype: torch.dtyp
 def row_requests(query_starts: torch.Tensor, rows: int) -> torch.Tensor:
     """request(r) for r < rows: int64 [rows], clamped into [0, requests - 1]."""
     r = torch.arange(rows, device=query_starts.device, dtype=torch.int64)
-    request = torch.searchsorted(query_starts[1:].to(torch.int64).contiguous(), r, right=True)
-    return request.clamp(max=max(query_starts.shape[0] - 2, 0))
+    # #(query_starts[1:] <= r) = #(query_starts <= r) - 1: no sliced view for searchsorted
+    # (Inductor's lowering cannot take one).
+    request = torch.searchsorted(query_starts.to(torch.int64), r, right=True) - 1
+    return request.clamp(min=0, max=max(query_starts.shape[0] - 2, 0))
 
 
 def valid_region(query_starts: torch.Tensor, row_ends: torch.Tensor, width: int) -> torch.Tensor:
