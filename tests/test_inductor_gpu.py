@@ -38,10 +38,15 @@ def test_inductor_emits_fp4_kernels_without_sync_or_cache_copy(gen):
     assert torch.equal(torch.sort(indices, dim=1)[0], torch.sort(eager[1], dim=1)[0])
 
 
-def test_cuda_graph_decode_loop_equals_eager(gen):
-    """Capture the decode step once at short lengths, replay while contexts grow past every
-    length seen at capture, verify lengths change and padding rows come and go."""
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager-ops", "torch-compile"])
+def test_cuda_graph_decode_loop_equals_eager(gen, compiled):
+    """Capture the decode step (eager ops, or torch.compile'd) once at short lengths, replay
+    while contexts grow past every length seen at capture, verify lengths change and padding
+    rows come and go; every replay equals the eager step."""
     import fp4_inductor as fp4
+
+    torch._dynamo.reset()
+    captured_step = torch.compile(decode_step, fullgraph=True) if compiled else decode_step
 
     requests, pages_per_request, rows = 3, 8, 9
     inputs = step_inputs(gen, query_lens=[1, 1, 1], seq_lens=[70, 65, 100], pages_per_request=pages_per_request)
@@ -52,7 +57,7 @@ def test_cuda_graph_decode_loop_equals_eager(gen):
     static["max_query_len"] = 4
 
     def step():
-        return run(decode_step, static)
+        return run(captured_step, static)
 
     def load(seq_lens, query_lens):
         g = torch.Generator().manual_seed(sum(seq_lens))
@@ -70,7 +75,8 @@ def test_cuda_graph_decode_loop_equals_eager(gen):
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        step()
+        for _ in range(2):
+            step()
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     torch.cuda.set_sync_debug_mode("error")
@@ -86,7 +92,7 @@ def test_cuda_graph_decode_loop_equals_eager(gen):
         graph.replay()
         replayed = (values.clone(), indices.clone(), static["buffer"].clone())
         static["buffer"].copy_(before)
-        want_values, want_indices = step()
+        want_values, want_indices = run(decode_step, static)
         assert torch.equal(static["buffer"], replayed[2])
         order = torch.argsort(replayed[1], dim=1)
         want_order = torch.argsort(want_indices, dim=1)
