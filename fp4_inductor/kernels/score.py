@@ -58,7 +58,9 @@ not.b32 msk, msk;
 and.b32 mag, mag, msk;
 or.b32 {out}, mag, neg;
 """
-_PRMT_ASM = tl.constexpr(
+# One line: Inductor copies the kernel's constexpr globals into its generated code, and a string
+# with newlines does not survive that (an unterminated literal).
+_PRMT_ASM = tl.constexpr(" ".join((
     """
 {
 .reg .b32 tl, th, sh, sel, mag, neg, msk, hi;
@@ -68,8 +70,8 @@ and.b32 sh, $3, 0xFF;"""
     + _PRMT_HALF.format(x="$2", out="$0")
     + "shr.b32 hi, $2, 16;"
     + _PRMT_HALF.format(x="hi", out="$1")
-    + "}\n"
-)
+    + "}"
+).split()))
 
 
 @triton.jit
