@@ -173,7 +173,12 @@ def fp4_inductor(
     shadows = [IndexShadow.of(example_inputs[i]) for i in sources]
     for shadow, i in zip(shadows, sources):
         shadow.sync(example_inputs[i])
-    compiled = compile_fx(gm, [*example_inputs, *(s.cache for s in shadows)], config_patches=patches)
+    # The shadows go in as fake tensors of the compile's own mode with static shapes: a real
+    # tensor Dynamo never saw would be fakified with fresh symbols that have no guard source.
+    tracing = torch._guards.TracingContext.try_get()
+    fake_mode = tracing.fake_mode if tracing is not None else None
+    extra = [fake_mode.from_tensor(s.cache, static_shapes=True) if fake_mode is not None else s.cache for s in shadows]
+    compiled = compile_fx(gm, [*example_inputs, *extra], config_patches=patches)
     if not sources:
         return compiled
 
