@@ -2,21 +2,46 @@
 
 import torch
 
+import fp4_inductor as fp4
 from fp4_inductor.bench import median_us, store_case
 from fp4_inductor.kernels.quantize import launch_store_keys
 from fp4_inductor.kernels.quantize import launch_quantize_queries
 from fp4_inductor.kernels.topk import launch_select_topk
+from torch._library.triton import set_wrap_triton_enabled
+
+
+def graph_us(fn, launches: int = 20) -> float:
+    """Device time per call: ``launches`` calls captured in one CUDA graph, replayed. Eager
+    timings of this op are bound by host-side dispatch and launch work, not by the kernels."""
+    fn()
+    torch.cuda.synchronize()
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        fn()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(launches):
+                fn()
+    torch.cuda.synchronize()
+    return median_us(graph.replay, 100) / launches
+
 
 device = torch.device("cuda")
 for rows, width in ((64, 32768), (32, 131072)):
     logits = torch.randn(rows, width, device=device)
     row_ends = torch.full((rows,), width, device=device, dtype=torch.int32)
-    ref = median_us(lambda: torch.topk(logits, 2048, dim=1, sorted=False), 100)
-    print(f"torch.topk {rows}x{width}: {ref:.1f} us")
-    for segment in (4096, 8192, 16384):
-        for warps in (8, 16):
-            us = median_us(lambda: launch_select_topk(logits, row_ends, 2048, False, segment=segment, num_warps=warps), 100)
-            print(f"  select_topk {rows}x{width} segment={segment} warps={warps}: {us:.1f} us ({ref / us:.2f}x)", flush=True)
+    ref = graph_us(lambda: torch.topk(logits, 2048, dim=1, sorted=False))
+    print(f"torch.topk {rows}x{width}: {ref:.1f} us (CUDA graph)")
+    # segment: entries per program, segment / (32 * warps) per thread; chunk: refinement step.
+    for segment, warps, chunk in ((16384, 16, 1024), (16384, 16, 512), (16384, 32, 1024), (8192, 8, 1024),
+                                  (8192, 16, 1024), (32768, 16, 2048), (32768, 32, 1024)):
+        with set_wrap_triton_enabled(False):  # plain launches, as inside the op
+            us = graph_us(lambda: launch_select_topk(logits, row_ends, 2048, False, segment=segment,
+                                                     num_warps=warps, chunk=chunk))
+        print(f"  select_topk {rows}x{width} segment={segment} warps={warps} chunk={chunk}: {us:.1f} us "
+              f"({ref / us:.2f}x)", flush=True)
+    eager = median_us(lambda: fp4.select_topk(logits, row_ends, 2048), 100)
+    print(f"  fp4.select_topk {rows}x{width} eager, host included: {eager:.1f} us", flush=True)
 
 n = 1 << 20
 keys, cache, slots = store_case(n, device)

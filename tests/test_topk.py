@@ -86,3 +86,103 @@ def test_topk_rejects_bad_input():
         fp4.select_topk(torch.zeros(2, 8), torch.zeros(2, dtype=torch.int32), 0)
     with pytest.raises(TypeError, match="k: expected a Python int"):
         fp4.select_topk(torch.zeros(2, 8), torch.zeros(2, dtype=torch.int32), 2.0)
+
+
+# --------------------------------------------------------------------------- exact sets on hard inputs
+
+from fp4_inductor.reference import select_topk as reference_select_topk  # noqa: E402
+
+
+def assert_same_selection(logits, row_ends, k, values, indices):
+    """Same index set as the reference, values bit-equal to the logits, -inf / -1 padding."""
+    want_values, want_indices = reference_select_topk(logits, row_ends, k)
+    values, indices = values.cpu(), indices.cpu()
+    assert values.shape == (logits.shape[0], k) and indices.dtype == torch.int32
+    for r in range(logits.shape[0]):
+        got = indices[r][indices[r] >= 0]
+        want = want_indices[r][want_indices[r] >= 0]
+        assert sorted(got.tolist()) == sorted(want.tolist()), f"row {r}"
+        assert (indices[r] == -1).sum() == k - len(want), f"row {r}"
+        assert values[r][indices[r] < 0].eq(float("-inf")).all(), f"row {r}"
+        bits = values[r][indices[r] >= 0].view(torch.int32)
+        assert torch.equal(bits, logits[r, got.long()].view(torch.int32)), f"row {r}: values are not the logits' bits"
+
+
+def hard_rows(gen, rows, width):
+    """Fresh random rows, each a different hard case for a bucket or radix threshold search."""
+    x = torch.randn(rows, width, generator=gen)
+    kinds = [
+        lambda n: torch.randn(n, generator=gen),
+        lambda n: torch.randint(0, 3, (n,), generator=gen).float(),  # many ties at the threshold
+        lambda n: torch.full((n,), -1.75),  # all equal
+        lambda n: torch.where(torch.rand(n, generator=gen) < 0.3, float("nan"), torch.randn(n, generator=gen)),
+        lambda n: torch.tensor([float("nan"), float("-inf"), float("inf"), -0.0, 0.0, 1.0])[
+            torch.randint(0, 6, (n,), generator=gen)
+        ],
+        lambda n: torch.where(torch.rand(n, generator=gen) < 0.5, -1e30, torch.randn(n, generator=gen)),  # outliers
+        lambda n: torch.randn(n, generator=gen) * 1e-41,  # denormals
+        lambda n: torch.where(torch.rand(n, generator=gen) < 0.01, 3e38, -3e38),  # span overflows float32
+        lambda n: torch.randint(-2, 3, (n,), generator=gen).float() * 0.0,  # only -0.0 and +0.0
+        lambda n: torch.randn(n, generator=gen).round(decimals=1),  # clusters of equal values
+    ]
+    for r in range(rows):
+        x[r] = kinds[r % len(kinds)](width)
+    x[0, width // 2] = 1e30  # one huge value stretches the coarse buckets
+    return x
+
+
+@pytest.mark.parametrize(
+    "width, k",
+    [(300, 1), (300, 17), (1000, 64), (777, 300), (3000, 40), (60, 100)],
+    ids=["k1", "k17", "k64", "k300-odd-width", "multi-level", "k-over-width"],
+)
+def test_topk_hard_rows_exact_sets(width, k, backend_device, gen):
+    backend, device = backend_device
+    rows = 12
+    logits = hard_rows(gen, rows, width)
+    ends = torch.randint(0, width + 1, (rows,), generator=gen)
+    ends[:4] = torch.tensor([width, 0, min(k, width), max(k - 1, 0)])  # full, empty, == k, < k
+    ends[4] = width + 5  # past the width: the whole row
+    row_ends = ends.to(torch.int64 if k == 17 else torch.int32)
+    values, indices = fp4.select_topk(logits.to(device), row_ends.to(device), k, backend=backend)
+    assert_same_selection(logits, row_ends, k, values, indices)
+
+
+def test_topk_ties_go_to_lower_indices_across_segments(backend_device):
+    """Equal values everywhere: the lowest indices win, also when the row spans segments."""
+    backend, device = backend_device
+    logits = torch.full((3, 3000), 0.5)
+    logits[1, 2500:] = 0.75  # the top values sit in the last segment
+    row_ends = torch.tensor([3000, 3000, 1234], dtype=torch.int32)
+    values, indices = fp4.select_topk(logits.to(device), row_ends.to(device), 600, sorted=True, backend=backend)
+    assert indices[0].cpu().tolist() == list(range(600))
+    assert indices[1].cpu().tolist() == list(range(2500, 3000)) + list(range(100))
+    assert indices[2].cpu().tolist() == list(range(600))
+
+
+def test_topk_strided_rows(backend_device, gen):
+    backend, device = backend_device
+    big = hard_rows(gen, 10, 700)
+    logits = big[:, 3:653]  # row stride 700, unit stride along keys
+    row_ends = torch.randint(0, 651, (10,), generator=gen, dtype=torch.int32)
+    values, indices = fp4.select_topk(logits.to(device), row_ends.to(device), 50, backend=backend)
+    assert_same_selection(logits, row_ends, 50, values, indices)
+
+
+@pytest.mark.parametrize(
+    "tuning, k",
+    [(dict(segment=64, chunk=16), 5), (dict(segment=128, chunk=32, bins=32), 30), (dict(segment=4096), 200), (dict(num_warps=1), 30)],
+    ids=["small-segments-and-chunks", "segment128", "one-segment", "one-warp"],
+)
+def test_topk_launch_tuning_variants(tuning, k, backend_device, gen):
+    """The launcher's knobs (segment size, refinement chunk, warps) never change the selection."""
+    backend, device = backend_device
+    if backend != "triton":
+        pytest.skip("launcher knobs exist for the Triton kernel only")
+    from fp4_inductor.kernels.topk import launch_select_topk
+
+    logits = hard_rows(gen, 10, 1000)
+    row_ends = torch.randint(0, 1001, (10,), generator=gen, dtype=torch.int32)
+    row_ends[0] = 1000
+    values, indices = launch_select_topk(logits.to(device), row_ends.to(device), k, False, **tuning)
+    assert_same_selection(logits, row_ends, k, values, indices)

@@ -1,15 +1,34 @@
-"""Per-row top-k by an exact threshold search, in one or two passes.
+"""Per-row top-k by an exact bucket-then-radix selection, in one or more passes.
 
-Floats become order-preserving uint32 keys (NaN lowest, -0.0 == +0.0). A
-program holds one segment of a row in registers and finds the k-th largest key
-bit by bit (32 block-wide counts, no histogram); the keys above it and the
-lowest-index keys equal to it are written in index order.
+A program holds one segment of a row in registers and selects its top-k in
+three steps, all exact:
 
-Long rows are split: pass 1 selects each segment's top-k, pass 2 the top-k of
-those candidates. That is exact: a member of the row's top-k is in its
-segment's top-k (ties included, since both passes break ties toward the lower
-index and candidates stay in index order). Entries at ``j >= row_ends[r]`` are
-never candidates.
+1. Coarse buckets. Each valid entry gets a bucket in [0, BINS) from a linear
+   map of its value over the segment's finite range (NaN and -inf go to bucket
+   0, +inf to the last). The map only has to be monotone: equal values share a
+   bucket and a larger value never gets a lower one, whatever the rounding. One
+   ``tl.histogram`` (32 bins: the bucket search stays inside a warp, with no
+   block barrier) finds the bucket ``b`` holding the k-th largest entry.
+2. Compaction (one scan). The entries above bucket ``b`` and then those of
+   bucket ``b`` (the candidates, typically a few hundred) are copied to a
+   per-program scratch area as (value bits, index) pairs; the first group is
+   selected and copied on to the output.
+3. Refinement on the candidates only: a radix select on the order-preserving
+   uint32 key (5-bit digits, 32-bin histograms) finds the exact threshold key
+   ``t`` and how many entries equal to it to keep. When only some of the ties
+   are kept, a second radix select over their indices picks the lowest ones.
+   The chosen candidates are written after the entries of step 2.
+
+Floats become uint32 keys whose unsigned order is the float order, NaN lowest
+and -0.0 == +0.0; a key of 0 marks an entry that is not a candidate. Values are
+written with their own bits (NaN payloads and -0.0 kept).
+
+Long rows are split: a pass selects each segment's top-k, the next one the
+top-k of those candidates (repeated while a row has more candidates than a
+segment). That is exact: a member of the row's top-k is in its segment's top-k
+(ties included, since every pass breaks ties toward the lower index by the
+index itself, not by position). Entries at ``j >= row_ends[r]`` are never
+candidates. The order of the selection within a row is unspecified.
 """
 
 from __future__ import annotations
@@ -21,79 +40,308 @@ from torch.library import wrap_triton
 
 from ..reference import order_keys
 
+# Refinement digits: 32 bins, so that the bucket search stays inside a warp.
+RADIX_BITS = tl.constexpr(5)
+RADIX_BINS = tl.constexpr(32)
+
 
 @triton.jit
-def order_key(x):
-    """float32 -> uint32 whose unsigned order is the float order; NaN -> 0 (lowest)."""
+def select_key(x, valid):
+    """float32 -> uint32 whose unsigned order is the float order (-0.0 == +0.0), NaN -> 1 and
+    entries that are not ``valid`` -> 0, below everything: a float's key is at least
+    0x007FFFFF (-inf), so 0 and 1 are free."""
     bits = tl.where(x == 0.0, 0, x.to(tl.int32, bitcast=True))
-    key = tl.where(bits < 0, ~bits, bits | (-2147483648)).to(tl.uint32, bitcast=True)
-    return tl.where(x != x, 0, key).to(tl.uint32)
+    key = (bits ^ ((bits >> 31) | (-2147483648))).to(tl.uint32, bitcast=True)
+    key = tl.where(x != x, 1, key)
+    return tl.where(valid, key, 0).to(tl.uint32)
 
 
 @triton.jit
+def candidate_key(x, index, in_range, tie_key, TIES: tl.constexpr):
+    """The key a refinement pass ranks by. TIES=False: the value's key. TIES=True: among
+    entries whose value key is ``tie_key``, the lower index ranks higher; others get 0."""
+    key = select_key(x, in_range)
+    if TIES:
+        lower_first = (2147483647 - index).to(tl.uint32, bitcast=True) | 0x80000000
+        key = tl.where(in_range & (key == tie_key), lower_first, 0).to(tl.uint32)
+    return key
+
+
+@triton.jit
+def pack_entry(x, index):
+    """(value, index) as one int64: the value's bits low, the index high."""
+    bits = x.to(tl.int32, bitcast=True).to(tl.uint32, bitcast=True).to(tl.int64)
+    return (index.to(tl.int64) << 32) | bits
+
+
+@triton.jit
+def load_entries(entries, start, count, CHUNK: tl.constexpr):
+    """Entries ``start .. start + CHUNK`` of ``count`` packed entries: (value, index, in range)."""
+    offs = start + tl.arange(0, CHUNK)
+    in_range = offs < count
+    entry = tl.load(entries + offs, mask=in_range, other=0)
+    x = (entry & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
+    index = (entry >> 32).to(tl.int32)
+    return x, index, in_range
+
+
+@triton.jit
+def _add_min(a_sum, a_min, b_sum, b_min):
+    return a_sum + b_sum, tl.minimum(a_min, b_min)
+
+
+@triton.jit
+def _min_max(a_min, a_max, b_min, b_max):
+    return tl.minimum(a_min, b_min), tl.maximum(a_max, b_max)
+
+
+@triton.jit
+def bucket_search(hist, needed, WIDE: tl.constexpr = False):
+    """The highest bucket ``b`` of a histogram with at least ``needed`` (>= 1) entries at or
+    above it: (b, entries above b, entries in b). One scan and one reduction, both inside a
+    warp for 32 buckets. Counts must be below 2**20 unless WIDE."""
+    at_or_above = tl.cumsum(hist, axis=0, reverse=True)
+    reached = at_or_above >= needed
+    # The buckets reached are counted in the high bits, the entries of the others (above b)
+    # in the low ones.
+    if WIDE:
+        both, at_or_above_b = tl.reduce(
+            (tl.where(reached, 1 << 32, hist.to(tl.int64)), tl.where(reached, at_or_above, 2147483647)), 0, _add_min
+        )
+        above = (both & 0xFFFFFFFF).to(tl.int32)
+        return (both >> 32).to(tl.int32) - 1, above, at_or_above_b - above
+    else:
+        both, at_or_above_b = tl.reduce(
+            (tl.where(reached, 1 << 20, hist), tl.where(reached, at_or_above, 2147483647)), 0, _add_min
+        )
+        above = both & 0xFFFFF
+        return (both >> 20) - 1, above, at_or_above_b - above
+
+
+@triton.jit
+def column_major_count(flags, ROWS: tl.constexpr, THREADS: tl.constexpr):
+    """Inclusive running sum of ``flags`` [ROWS * THREADS] viewed as [ROWS, THREADS] in
+    column-major order: down each column (in registers, a thread holds a column), then the
+    totals of the earlier columns (one scan across threads)."""
+    grid = tl.reshape(flags, [ROWS, THREADS])
+    columns = tl.sum(grid, axis=0)
+    grid = tl.cumsum(grid, axis=0) + (tl.cumsum(columns, axis=0) - columns)[None, :]
+    return tl.reshape(grid, [ROWS * THREADS])
+
+
+@triton.jit
+def digit_of(key, HIGH: tl.constexpr):
+    """The RADIX_BITS bits of ``key`` below bit HIGH (zeros filled in below bit 0), as int32."""
+    if HIGH >= RADIX_BITS:
+        return ((key >> (HIGH - RADIX_BITS)) & (RADIX_BINS - 1)).to(tl.int32)
+    else:
+        return ((key << (RADIX_BITS - HIGH)) & (RADIX_BINS - 1)).to(tl.int32)
+
+
+@triton.jit
+def place_digit(digit, HIGH: tl.constexpr):
+    """Inverse of ``digit_of``: the digit at its place in a uint32 key."""
+    if HIGH >= RADIX_BITS:
+        return digit.to(tl.uint32) << (HIGH - RADIX_BITS)
+    else:
+        return digit.to(tl.uint32) >> (RADIX_BITS - HIGH)
+
+
+@triton.jit
+def digit_counts(key, prefix, HIGH: tl.constexpr):
+    """Histogram of the digits below bit HIGH over the keys whose bits from HIGH up equal ``prefix``'s."""
+    digit = digit_of(key, HIGH)
+    if HIGH >= 32:
+        hist = tl.histogram(digit, RADIX_BINS)
+    else:
+        hist = tl.histogram(digit, RADIX_BINS, mask=(key >> HIGH) == (prefix >> HIGH))
+    return hist
+
+
+@triton.jit
+def radix_select(key0, entries, count, needed, tie_key, TIES: tl.constexpr, CHUNK: tl.constexpr, WIDE: tl.constexpr):
+    """The ``needed``-th largest of the ``count`` candidate keys (``needed`` >= 1; keys of
+    the first CHUNK candidates in ``key0``, the rest loaded from scratch), and how many
+    keys equal to it are needed. Returns (threshold, needed at threshold, keys at threshold)."""
+    PASSES: tl.constexpr = (32 + RADIX_BITS - 1) // RADIX_BITS
+    prefix = tl.zeros((), dtype=tl.uint32)
+    at = count
+    for p in tl.static_range(PASSES):
+        hist = digit_counts(key0, prefix, 32 - RADIX_BITS * p)
+        for start in range(CHUNK, count, CHUNK):
+            x, index, in_range = load_entries(entries, start, count, CHUNK)
+            key = candidate_key(x, index, in_range, tie_key, TIES)
+            hist += digit_counts(key, prefix, 32 - RADIX_BITS * p)
+        # Bins hold the keys with this prefix (all keys in the first pass, 0s included).
+        digit, above, at = bucket_search(hist, needed, WIDE)
+        needed -= above
+        prefix = prefix | place_digit(digit, 32 - RADIX_BITS * p)
+    return prefix, needed, at
+
+
+@triton.jit(do_not_specialize=["values_stride", "indices_stride", "out_stride", "scratch_stride"])
 def topk_segment_kernel(
     values_ptr,
     values_stride,
     indices_ptr,
     indices_stride,
     row_ends_ptr,
+    width,
     segment_len,
     k,
     out_values_ptr,
     out_indices_ptr,
     out_stride,
+    scratch_ptr,
+    scratch_stride,
     CANDIDATES: tl.constexpr,
     BLOCK: tl.constexpr,
+    THREADS: tl.constexpr,
+    CHUNK: tl.constexpr,
+    BINS: tl.constexpr,
 ):
     """Top-k of segment ``program_id(1)`` of row ``program_id(0)``, written at
     ``out + row * out_stride + segment * k`` (-inf / -1 where it has fewer than k).
 
     CANDIDATES=False: the input is logits, valid where ``j < row_ends[row]``.
     CANDIDATES=True: the input is a previous pass's (values, indices), valid where index >= 0.
+    ``scratch_ptr``: int64, ``scratch_stride`` (>= BLOCK) per program.
+
+    Layout (speed only, not correctness): the row strides and the scratch stride are not
+    specialized (not known to be multiples of 16), so no access is vectorized and every tensor
+    of the segment takes the one-entry-per-thread layout (coalesced across the warp) of the
+    scattered stores: entry r * THREADS + t lives in thread t (THREADS = 32 * num_warps), and
+    no tensor is converted between layouts through shared memory. The compaction's running
+    counts then go down each thread's entries in registers, and only the per-thread totals
+    are scanned across threads. Vectorized loads would put 4 entries per thread and force a
+    shared-memory conversion of the whole segment before the scattered stores.
     """
+    ROWS: tl.constexpr = BLOCK // THREADS
     row = tl.program_id(0).to(tl.int64)
     segment = tl.program_id(1)
+    program = row * tl.num_programs(1) + segment
     offs = tl.arange(0, BLOCK)
     j = segment * segment_len + offs
-    in_segment = offs < segment_len
+    in_segment = (offs < segment_len) & (j < width)
+    values_at = values_ptr + row * values_stride + j
+    indices_at = indices_ptr + row * indices_stride + j
     if CANDIDATES:
-        index = tl.load(indices_ptr + row * indices_stride + j, mask=in_segment, other=-1)
+        index = tl.load(indices_at, mask=in_segment, other=-1)
         valid = index >= 0
+        count = tl.sum(valid.to(tl.int32), axis=0)
     else:
-        row_end = tl.load(row_ends_ptr + row).to(tl.int32)
+        row_end = tl.minimum(tl.load(row_ends_ptr + row), width).to(tl.int32)
         valid = in_segment & (j < row_end)
-        index = j
-    x = tl.load(values_ptr + row * values_stride + j, mask=valid, other=0.0)
-    key = order_key(x)
-    count = tl.sum(valid.to(tl.int32), axis=0)
+        count = tl.minimum(tl.maximum(row_end - segment * segment_len, 0), segment_len)
+    x = tl.load(values_at, mask=in_segment, other=0.0)
     take = tl.minimum(count, k)
-
-    # The largest threshold t with #{key >= t} >= take, one bit at a time.
-    threshold = tl.zeros((), dtype=tl.uint32)
-    for bit in range(31, -1, -1):
-        candidate = threshold | (tl.full((), 1, tl.uint32) << bit)
-        above = tl.sum((valid & (key >= candidate)).to(tl.int32), axis=0)
-        threshold = tl.where(above >= take, candidate, threshold)
-
-    above = valid & (key > threshold)
-    tie = valid & (key == threshold)
-    ties_needed = take - tl.sum(above.to(tl.int32), axis=0)
-    chosen = above | (tie & (tl.cumsum(tie.to(tl.int32), axis=0) <= ties_needed))
-    chosen = chosen & (take > 0)
-    position = tl.cumsum(chosen.to(tl.int32), axis=0) - 1
     out = row * out_stride + segment * k
-    tl.store(out_values_ptr + out + position, x, mask=chosen)
-    tl.store(out_indices_ptr + out + position, index, mask=chosen)
-    for start in range(take, k, BLOCK):
-        pad = start + offs
-        tl.store(out_values_ptr + out + pad, float("-inf"), mask=pad < k)
-        tl.store(out_indices_ptr + out + pad, -1, mask=pad < k)
+
+    if take > 0:
+        # 1. Coarse buckets: a monotone map of the value over the finite range [lo, hi].
+        finite = valid & (tl.abs(x) < float("inf"))
+        lo, hi = tl.reduce((tl.where(finite, x, float("inf")), tl.where(finite, x, float("-inf"))), 0, _min_max)
+        spread = hi > lo
+        lo = tl.where(spread, lo, 0.0)
+        hi = tl.where(spread, hi, 0.0)
+        # Quarter scale keeps hi - lo finite; a zero or tiny span gives one bucket or a capped scale.
+        span = hi * 0.25 - lo * 0.25
+        scale = tl.where(span > 0.0, BINS / tl.maximum(span, BINS * 1e-30), 0.0)
+        # +inf sits with hi (top bucket); NaN and -inf with lo (bucket 0).
+        xf = tl.where(finite, x, tl.where(x > 0.0, hi, lo))
+        t = (xf * 0.25 - lo * 0.25) * scale
+        # Round to an integer by the 2**23 trick (monotone, no conversion instruction).
+        bucket = (t + 8388608.0).to(tl.int32, bitcast=True) - 0x4B000000
+        bucket = tl.where(valid, tl.minimum(tl.maximum(bucket, 0), BINS - 1), -1)
+        hist = tl.histogram(tl.maximum(bucket, 0), BINS, mask=bucket >= 0)
+        b, n_above, n_cand = bucket_search(hist, take, BLOCK >= 2**20)
+        needed = take - n_above
+
+        # 2. Compaction to the scratch area: the entries above bucket b at [0, n_above), those
+        # of bucket b (the candidates) after them; one 8-byte store per entry.
+        above = bucket > b
+        cand = bucket == b
+        if BLOCK <= 32768:
+            # Both running counts in one int32 (above in the low 16 bits).
+            both = column_major_count(above.to(tl.int32) + (cand.to(tl.int32) << 16), ROWS, THREADS)
+            rank_above = both & 0xFFFF
+            rank_cand = (both >> 16) & 0xFFFF
+        else:
+            rank_above = column_major_count(above.to(tl.int32), ROWS, THREADS)
+            rank_cand = column_major_count(cand.to(tl.int32), ROWS, THREADS)
+        slot = tl.where(above, rank_above - 1, tl.where(cand, n_above + rank_cand - 1, -1))
+        # Reload rather than keep the segment (or its addresses) live across the scan: it is
+        # in L1. The addresses are formed anew (row and segment offsets summed first) and the
+        # cache modifier differs, so that the compiler merges neither with the first load's.
+        first = row * values_stride + segment * segment_len
+        x = tl.load(values_ptr + first + offs, mask=slot >= 0, other=0.0, cache_modifier=".ca")
+        if CANDIDATES:
+            first = row * indices_stride + segment * segment_len
+            index = tl.load(indices_ptr + first + offs, mask=slot >= 0, other=-1, cache_modifier=".ca")
+        else:
+            # Formed anew too (segment_start < width): reusing j would keep it live.
+            index = tl.minimum(segment * segment_len, width) + offs
+        scratch = scratch_ptr + program * scratch_stride
+        tl.store(scratch + slot, pack_entry(x, index), mask=slot >= 0)
+        tl.debug_barrier()
+
+        # The entries above bucket b are selected: copy them to the output.
+        chunk = tl.arange(0, CHUNK)
+        for start in range(0, n_above, CHUNK):
+            entry = tl.load(scratch + start + chunk, mask=start + chunk < n_above, other=0)
+            xc = (entry & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
+            tl.store(out_values_ptr + out + start + chunk, xc, mask=start + chunk < n_above)
+            tl.store(out_indices_ptr + out + start + chunk, (entry >> 32).to(tl.int32), mask=start + chunk < n_above)
+
+        # 3. Exact threshold among the candidates; the first CHUNK stay in registers.
+        candidates = scratch + n_above
+        x0, index0, in0 = load_entries(candidates, 0, n_cand, CHUNK)
+        key0 = select_key(x0, in0)
+        # When every candidate is needed, the threshold is the smallest candidate key: all pass.
+        threshold, ties_needed, ties = radix_select(
+            key0, candidates, n_cand, needed, 0, TIES=False, CHUNK=CHUNK, WIDE=BLOCK >= 2**20
+        )
+        last_index = 2147483647
+        if ties_needed < ties:
+            # Keep the ties_needed lowest indices among the keys equal to the threshold.
+            tie_key0 = candidate_key(x0, index0, in0, threshold, TIES=True)
+            lowest, _, _ = radix_select(
+                tie_key0, candidates, n_cand, ties_needed, threshold, TIES=True, CHUNK=CHUNK, WIDE=BLOCK >= 2**20
+            )
+            last_index = 2147483647 - (lowest & 0x7FFFFFFF).to(tl.int32, bitcast=True)
+        # Chosen: key above the threshold, or equal to it with an index <= last_index.
+        written = out + n_above
+        chosen = in0 & ((key0 > threshold) | ((key0 == threshold) & (index0 <= last_index)))
+        position = written + tl.cumsum(chosen.to(tl.int32), axis=0) - 1
+        tl.store(out_values_ptr + position, x0, mask=chosen)
+        tl.store(out_indices_ptr + position, index0, mask=chosen)
+        written += tl.sum(chosen.to(tl.int32), axis=0)
+        for start in range(CHUNK, n_cand, CHUNK):
+            xc, indexc, inc = load_entries(candidates, start, n_cand, CHUNK)
+            keyc = select_key(xc, inc)
+            chosen = inc & ((keyc > threshold) | ((keyc == threshold) & (indexc <= last_index)))
+            position = written + tl.cumsum(chosen.to(tl.int32), axis=0) - 1
+            tl.store(out_values_ptr + position, xc, mask=chosen)
+            tl.store(out_indices_ptr + position, indexc, mask=chosen)
+            written += tl.sum(chosen.to(tl.int32), axis=0)
+
+    pad = tl.arange(0, CHUNK)
+    for start in range(take, k, CHUNK):
+        tl.store(out_values_ptr + out + start + pad, float("-inf"), mask=start + pad < k)
+        tl.store(out_indices_ptr + out + start + pad, -1, mask=start + pad < k)
 
 
 def launch_select_topk(
     logits: torch.Tensor, row_ends: torch.Tensor, k: int, sorted: bool, **tuning
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``tuning`` (segment, num_warps) is for benchmarks/kernel_variants.py, not part of the API."""
+    """``tuning`` (segment, num_warps, chunk, bins) is for benchmarks/kernel_variants.py, not part of the API.
+
+    segment: entries per program (rounded up to a power of 2, at least 2 * next_power_of_2(k));
+    rows wider than that take more passes. num_warps: 16 keeps a 16384-entry segment in
+    registers (32 entries per thread, 128 registers). chunk: candidates per refinement step
+    (the first chunk stays in registers). bins: coarse buckets, a power of 2 (32 keeps the
+    bucket search inside a warp).
+    """
     rows, width = logits.shape
     device = logits.device
     values = torch.empty((rows, k), dtype=torch.float32, device=device)
@@ -103,28 +351,35 @@ def launch_select_topk(
     if logits.stride(1) != 1:
         raise ValueError(f"logits: expected unit stride along keys, got strides {logits.stride()}")
     gpu = device.type == "cuda"
-    # A segment lives in registers: up to 16 elements per thread at 32 warps.
+    # A segment lives in registers: 32 entries per thread at 16 warps.
     segment = tuning.get("segment", 16384 if gpu else 256)
-    segment = max(segment, triton.next_power_of_2(k))
+    segment = max(triton.next_power_of_2(segment), 2 * triton.next_power_of_2(k))
     num_warps = tuning.get("num_warps", 16 if gpu else 4)
-    if width <= segment:
-        block = triton.next_power_of_2(max(width, 1))
-        wrap_triton(topk_segment_kernel)[(rows, 1)](
-            logits, logits.stride(0), logits, 0, row_ends, width, k, values, indices, k,
-            CANDIDATES=False, BLOCK=block, num_warps=num_warps,
+    chunk = tuning.get("chunk", 1024 if gpu else 128)
+    bins = tuning.get("bins", 32)
+
+    def run(src_values, src_stride, src_indices, src_indices_stride, n, segment_len, segments, block, out_v, out_i, out_stride):
+        scratch = torch.empty((rows * segments, block), dtype=torch.int64, device=device)
+        wrap_triton(topk_segment_kernel)[(rows, segments)](
+            src_values, src_stride, src_values if src_indices is None else src_indices, src_indices_stride,
+            row_ends, n, segment_len, k,
+            out_v, out_i, out_stride, scratch, block,
+            CANDIDATES=src_indices is not None, BLOCK=block, THREADS=min(block, 32 * num_warps),
+            CHUNK=min(chunk, block), BINS=bins,
+            num_warps=num_warps,
         )
-    else:
-        segments = triton.cdiv(width, segment)
+
+    src_values, src_stride, src_indices, src_indices_stride, n = logits, logits.stride(0), None, 0, width
+    while n > segment:
+        segments = triton.cdiv(n, segment)
         cand_values = torch.empty((rows, segments * k), dtype=torch.float32, device=device)
         cand_indices = torch.empty((rows, segments * k), dtype=torch.int32, device=device)
-        wrap_triton(topk_segment_kernel)[(rows, segments)](
-            logits, logits.stride(0), logits, 0, row_ends, segment, k, cand_values, cand_indices, segments * k,
-            CANDIDATES=False, BLOCK=segment, num_warps=num_warps,
-        )
-        wrap_triton(topk_segment_kernel)[(rows, 1)](
-            cand_values, segments * k, cand_indices, segments * k, row_ends, segments * k, k, values, indices, k,
-            CANDIDATES=True, BLOCK=triton.next_power_of_2(segments * k), num_warps=num_warps,
-        )
+        run(src_values, src_stride, src_indices, src_indices_stride, n, segment, segments, segment,
+            cand_values, cand_indices, segments * k)
+        src_values, src_stride, src_indices, src_indices_stride = cand_values, segments * k, cand_indices, segments * k
+        n = segments * k
+    block = triton.next_power_of_2(max(n, 1))
+    run(src_values, src_stride, src_indices, src_indices_stride, n, n, 1, block, values, indices, k)
     if sorted:
         values, indices = sort_selection(values, indices)
     return values, indices
