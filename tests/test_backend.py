@@ -140,6 +140,45 @@ def test_rewritten_graph_holds_fp4_ops_and_no_bf16_scoring():
     assert len(shadows) == 2 and len(seen["sources"]) == 2
 
 
+class TorchTopkIndexer(ReferenceIndexer):
+    """The reference indexer as engines often write it: mask past each row's keys, torch.topk."""
+
+    def forward(self, x, q_lora, slots, block_table, seq_lens, query_lens, max_query_len: int):
+        q, k, w = self.project(x, q_lora)
+        flat = self.key_cache.view(-1, self.head_dim)
+        flat.index_put_((slots.clamp_min(0).long(),), k.to(flat.dtype))  # slots here are never padding
+        query_starts, row_ends = fp4.decode_layout(seq_lens, query_lens, q.shape[0])
+        request = torch.searchsorted(query_starts[1:].long(), torch.arange(q.shape[0], device=q.device), right=True)
+        keys = self.key_cache[block_table[request.clamp(max=block_table.shape[0] - 1)].long()].flatten(1, 2)
+        logits = (torch.einsum("rhd,rjd->rhj", q, keys).float().relu() * w[..., None]).sum(1)
+        cols = torch.arange(logits.shape[1], device=logits.device)
+        masked = logits.masked_fill(cols[None, :] >= row_ends[:, None], float("-inf"))
+        return masked.topk(self.topk, dim=-1).indices
+
+
+def test_backend_rewrites_a_torch_topk_indexer():
+    torch.manual_seed(0)
+    model = TorchTopkIndexer(HIDDEN, Q_LORA, num_pages=PAGES, heads=16, topk=32)
+    fp4_model = swap_indexers(copy.deepcopy(nn.Sequential(model)))[0][1]
+    with torch.no_grad():
+        k = model.k_norm(model.wk(torch.randn(PAGES * 64, HIDDEN, generator=torch.Generator().manual_seed(7)).bfloat16()))
+        model.key_cache.view(-1, 128).copy_(k)
+        fp4.store_keys(k, fp4_model.index_cache, torch.arange(PAGES * 64))
+    inputs = step(torch.Generator().manual_seed(3), "cpu", [70, 200, 130], [2, 1, 3], rows=6)
+    seen = captured_graph(model, inputs)
+    assert len(seen["sources"]) == 1
+    targets = [str(n.target) for n in seen["graph"].nodes if n.op == "call_function"]
+    methods = [n.target for n in seen["graph"].nodes if n.op == "call_method"]
+    assert "fp4.score_paged.default" in targets and not any("einsum" in t for t in targets)
+    assert "topk" not in methods and "masked_fill" not in methods
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="fp4_inductor", fullgraph=True)
+    with torch.no_grad():
+        got, want = compiled(*inputs), fp4_model(*inputs)
+    assert got.dtype == torch.int64
+    assert torch.equal(got.sort(dim=1)[0], want.long().sort(dim=1)[0])
+
+
 class ScribblingIndexer(ReferenceIndexer):
     """Writes its cache in a way the pass cannot mirror: the rewrite must leave it alone."""
 

@@ -8,7 +8,8 @@ from the top-k back to the cache:
                                                     #   .flatten(1, 2) / .view / .reshape
     s      = einsum("rhd,rjd->rhj", q, keys)        # or q @ keys.transpose(1, 2)
     logits = (relu(s.float()) * w[..., None]).sum(1)
-    top    = fp4.select_topk(logits, row_ends, k)   # any backend
+    top    = fp4.select_topk(logits, row_ends, k)   # any backend, or
+    top    = torch.topk(logits.masked_fill(arange(width) >= row_ends[:, None], -inf), k)
 
 ``C`` is a float key cache ``[pages, 64, 128]`` that the graph receives as an
 input (a module buffer). Every write to ``C`` in the graph must be one the pass
@@ -274,13 +275,72 @@ def _write_slots(write: fx.Node, alias: fx.Node) -> Optional[tuple[str, Any, fx.
     return None
 
 
+def _match_topk(node: fx.Node) -> Optional[tuple[Any, Any, Any, Any]]:
+    """(logits, row_ends, k, sorted) of ``fp4.select_topk(logits, row_ends, k)`` or of
+    ``torch.topk(logits.masked_fill(cols >= row_ends[:, None], -inf), k)`` (largest, last dim)."""
+    name = _name(node)
+    if name == "fp4::select_topk":
+        return node.args[0], node.args[1], _arg(node, 2, "k"), _arg(node, 3, "sorted", False)
+    if name != "topk" or _arg(node, 2, "dim", -1) not in (-1, 1) or not _arg(node, 3, "largest", True):
+        return None
+    masked = node.args[0]
+    if _name(masked) == "masked_fill" and _arg(masked, 2, "value") == float("-inf"):
+        logits, row_ends = masked.args[0], _row_bound(masked.args[1], "ge")
+    elif _name(masked) == "where" and len(masked.args) == 3 and masked.args[2] == float("-inf"):
+        logits, row_ends = masked.args[1], _row_bound(masked.args[0], "lt")
+    else:
+        return None
+    if row_ends is None:
+        return None
+    return logits, row_ends, _arg(node, 1, "k"), _arg(node, 4, "sorted", True)
+
+
+def _row_bound(mask: Any, op: str) -> Optional[fx.Node]:
+    """row_ends from ``cols >= row_ends[:, None]`` (op "ge") or ``cols < row_ends[:, None]`` ("lt"),
+    cols an arange over the keys (either side may be unsqueezed or cast)."""
+    flipped = {"ge": "le", "lt": "gt"}[op]
+    name = _name(mask)
+    if name in (op, flipped) and len(mask.args) == 2:
+        cols, bound = mask.args if name == op else mask.args[::-1]
+        cols = _strip_casts(_unsqueezed_first(cols) or cols)
+        bound = _unsqueezed_last_dim1(bound)
+        if _name(cols) == "arange" and bound is not None:
+            return _strip_casts(bound)
+    return None
+
+
+def _unsqueezed_first(node: Any) -> Optional[fx.Node]:
+    if _name(node) == "unsqueeze" and _arg(node, 1, "dim") == 0:
+        return node.args[0]
+    if _name(node) == "getitem" and node.args[1] in ((None, slice(None)), (None, Ellipsis), (None,)):
+        return node.args[0]
+    return None
+
+
+def _unsqueezed_last_dim1(node: Any) -> Optional[fx.Node]:
+    """``r.unsqueeze(1)`` / ``r.unsqueeze(-1)`` / ``r[:, None]`` / ``r.view(-1, 1)`` -> r."""
+    if _name(node) == "unsqueeze" and _arg(node, 1, "dim") in (1, -1):
+        return node.args[0]
+    if _name(node) == "getitem" and node.args[1] in ((slice(None), None), (Ellipsis, None)):
+        return node.args[0]
+    if _name(node) in ("view", "reshape") and tuple(node.args[1:]) in ((-1, 1),):
+        return node.args[0]
+    return None
+
+
+def as_torch_topk(values: torch.Tensor, indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``select_topk``'s result in torch.topk's dtypes (indices int64; -1 where a row has fewer keys)."""
+    return values, indices.to(torch.int64)
+
+
 def find_indexers(graph: fx.Graph) -> tuple[list[Match], list[str]]:
     """Every reference indexer subgraph in ``graph`` the pass can rewrite, and why others were left."""
     matches, skipped = [], []
     for topk in graph.nodes:
-        if _name(topk) != "fp4::select_topk":
+        selection = _match_topk(topk)
+        if selection is None:
             continue
-        found = _match_scores(topk.args[0])
+        found = _match_scores(selection[0])
         if found is None:
             continue
         q, keys, w = found
@@ -304,11 +364,10 @@ def find_indexers(graph: fx.Graph) -> tuple[list[Match], list[str]]:
         if reason is not None:
             skipped.append(f"{topk.name}: {reason}")
             continue
-        row_ends = topk.args[1]
+        _, row_ends, k, sorted_ = selection
         matches.append(Match(
             cache=cache, topk=topk, queries=q, weights=w, block_table=block_table, request=request,
-            row_ends=row_ends, k=_arg(topk, 2, "k"), sorted=_arg(topk, 3, "sorted", False),
-            query_starts=_match_request(request), writes=writes,
+            row_ends=row_ends, k=k, sorted=sorted_, query_starts=_match_request(request), writes=writes,
         ))
     return matches, skipped
 
@@ -365,6 +424,10 @@ def rewrite(graph: fx.Graph, match: Match, shadow: fx.Node, max_query_len: Optio
         logits = call("call_function", fp4.score_paged.default, payload, scales, shadow, weights, table, query_starts,
                       match.row_ends, max_query_len, None)
         topk = call("call_function", fp4.select_topk.default, logits, match.row_ends, match.k, match.sorted, None)
+        if _name(match.topk) == "topk":
+            values = call("call_function", operator.getitem, topk, 0)
+            indices = call("call_function", operator.getitem, topk, 1)
+            topk = call("call_function", as_torch_topk, values, indices)
     match.topk.replace_all_uses_with(topk)
     graph.erase_node(match.topk)
     return new
