@@ -92,6 +92,8 @@ def main() -> None:
     parser.add_argument("--topk", type=int, default=128)
     parser.add_argument("--max-verify", type=int, default=4, help="verify rows per request are 1..this")
     parser.add_argument("--no-compile", action="store_true")
+    parser.add_argument("--query-precision", choices=("fp4", "bf16"), default="fp4",
+                        help="bf16: the higher-recall mode (FP4 keys, unquantized queries)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     torch.manual_seed(args.seed)
@@ -101,7 +103,7 @@ def main() -> None:
     num_pages = args.requests * pages_per_request
     reference = ToyDSAModel(args.layers, args.hidden, 64, num_pages, args.heads, args.topk).eval()
     fp4_model = copy.deepcopy(reference)
-    swapped = swap_indexers(fp4_model)
+    swapped = swap_indexers(fp4_model, query_precision=args.query_precision)
     block_table = torch.randperm(num_pages, generator=gen).view(args.requests, pages_per_request).int()
     lengths = torch.randint(args.context // 2, args.context + 1, (args.requests,), generator=gen)
     prefill(reference, block_table, lengths.tolist(), args.hidden, torch.Generator().manual_seed(1))
