@@ -74,9 +74,16 @@ class ReferenceIndexer(IndexerProjections):
         q, k, w = self.project(x, q_lora)
         flat = self.key_cache.view(-1, self.head_dim)
         valid = (slots >= 0) & (slots < flat.shape[0])
-        # Padding rows write their own slot's old value back: no host read, no data-dependent shape.
-        target = torch.where(valid, slots, 0).long()
-        flat.index_put_((target,), torch.where(valid.unsqueeze(1), k.to(flat.dtype), flat[target]))
+        # No host read, no data-dependent shape: padding rows repeat the first valid row's write
+        # (the same slot, the same value), or rewrite slot 0 with its own value when no row is
+        # valid. Every duplicate index then carries the same value, whichever write lands.
+        keys = k.to(flat.dtype)
+        first = valid.to(torch.int8).argmax().unsqueeze(0)  # [1]: a tensor index, not a Python int
+        any_valid = valid[first]
+        fallback_slot = torch.where(any_valid, slots[first], 0).long()
+        fallback_key = torch.where(any_valid.unsqueeze(1), keys[first], flat[fallback_slot])
+        target = torch.where(valid, slots, fallback_slot).long()
+        flat.index_put_((target,), torch.where(valid.unsqueeze(1), keys, fallback_key))
         query_starts, row_ends = decode_layout(seq_lens, query_lens, q.shape[0])
         request = torch.searchsorted(query_starts[1:].long(), torch.arange(q.shape[0], device=q.device), right=True)
         request = request.clamp(max=block_table.shape[0] - 1)

@@ -131,3 +131,22 @@ def test_bf16_query_precision_raises_recall(gen):
     assert overlap["bf16"] > overlap["fp4"], overlap
     with pytest.raises(ValueError, match="query_precision: expected 'fp4' or 'bf16', got 'fp8'"):
         FP4Indexer(96, 48, num_pages=4, heads=16, query_precision="fp8")
+
+
+def test_reference_padding_rows_never_undo_a_real_write():
+    """A real token stored at slot 0 next to padding rows: the new key lands, whatever the
+    order in which duplicate indices are written."""
+    torch.manual_seed(0)
+    ref = ReferenceIndexer(96, 48, num_pages=2, heads=16, topk=8, dtype=torch.float32)
+    ref.key_cache.normal_()
+    x, q_lora = torch.randn(4, 96), torch.randn(4, 48)
+    slots = torch.tensor([-1, 0, -1, 5])
+    with torch.no_grad():
+        ref(x, q_lora, slots, torch.tensor([[0, 1]], dtype=torch.int32), torch.tensor([6]), torch.tensor([2]), 2)
+        k = ref.k_norm(ref.wk(x))
+    flat = ref.key_cache.view(-1, 128)
+    assert torch.equal(flat[0], k[1]) and torch.equal(flat[5], k[3])
+    untouched = ref.key_cache.clone()
+    with torch.no_grad():  # no valid row at all: nothing changes
+        ref(x, q_lora, torch.full((4,), -1), torch.tensor([[0, 1]], dtype=torch.int32), torch.tensor([6]), torch.tensor([0]), 1)
+    assert torch.equal(ref.key_cache, untouched)
