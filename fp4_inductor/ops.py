@@ -134,6 +134,11 @@ def _check_score_layout(rows, heads, weights, block_table, query_starts, row_end
     check_int("max_query_len", max_query_len, minimum=1)
 
 
+def _logits_shape(rows: int, block_table: Tensor) -> tuple[int, int]:
+    """The scorer's output: [rows, pages_per_request * 64]."""
+    return rows, block_table.shape[1] * F.PAGE_TOKENS
+
+
 def _check_topk(logits: Tensor, row_ends: Tensor, k: int) -> None:
     check_tensor("logits", logits, dtypes=(torch.float32,), shape=("rows", "width"))
     check_tensor("row_ends", row_ends, dtypes=INDEX_DTYPES, shape=(logits.shape[0],), device=logits.device)
@@ -231,7 +236,7 @@ def _score_paged_out(
     max_query_len: int,
     backend: Optional[str] = None,
 ) -> None:
-    check_tensor("out", out, dtypes=(torch.float32,), shape=(q_payload.shape[0], block_table.shape[1] * F.PAGE_TOKENS))
+    check_tensor("out", out, dtypes=(torch.float32,), shape=_logits_shape(q_payload.shape[0], block_table))
     if out.stride(1) != 1:
         raise ValueError(f"out: expected unit stride along keys, got strides {out.stride()}")
     _check_score(q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len)
@@ -263,7 +268,7 @@ def _score_paged(
     if which == "reference":
         return reference.score_paged(q_payload, q_scales, cache, weights, block_table, query_starts, row_ends)
     # Entries outside the valid region are not written (SPEC section 3): no fill pass.
-    out = torch.empty((q_payload.shape[0], block_table.shape[1] * F.PAGE_TOKENS), dtype=torch.float32, device=cache.device)
+    out = torch.empty(_logits_shape(q_payload.shape[0], block_table), dtype=torch.float32, device=cache.device)
     _score_into(out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len, which)
     return out
 
@@ -273,7 +278,7 @@ def _score_paged_fake(
     q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len, backend=None
 ) -> Tensor:
     _check_score(q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len)
-    return q_payload.new_empty((q_payload.shape[0], block_table.shape[1] * F.PAGE_TOKENS), dtype=torch.float32)
+    return q_payload.new_empty(_logits_shape(q_payload.shape[0], block_table), dtype=torch.float32)
 
 
 @triton_op("fp4::score_paged_bf16", mutates_args=())
@@ -292,7 +297,7 @@ def _score_paged_bf16(
         return reference.score_paged_bf16(q, cache, weights, block_table, query_starts, row_ends)
     from .kernels.score import launch_score_paged
 
-    out = torch.empty((q.shape[0], block_table.shape[1] * F.PAGE_TOKENS), dtype=torch.float32, device=cache.device)
+    out = torch.empty(_logits_shape(q.shape[0], block_table), dtype=torch.float32, device=cache.device)
     launch_score_paged(out, q, None, cache, weights, block_table, query_starts, row_ends, max_query_len)
     return out
 
@@ -300,7 +305,7 @@ def _score_paged_bf16(
 @_score_paged_bf16.register_fake
 def _score_paged_bf16_fake(q, cache, weights, block_table, query_starts, row_ends, max_query_len, backend=None):
     _check_score_bf16(q, cache, weights, block_table, query_starts, row_ends, max_query_len)
-    return q.new_empty((q.shape[0], block_table.shape[1] * F.PAGE_TOKENS), dtype=torch.float32)
+    return q.new_empty(_logits_shape(q.shape[0], block_table), dtype=torch.float32)
 
 
 @triton_op("fp4::select_topk", mutates_args=())

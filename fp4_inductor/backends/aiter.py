@@ -35,6 +35,7 @@ import torch
 
 from .. import formats as F
 from ..layout import cache_views
+from ..reference import row_requests
 
 WRAPPER_MODULE = "aiter.ops.flydsl"
 WRAPPER = "flydsl_pa_mqa_logits_fp4"
@@ -114,10 +115,7 @@ def score_paged_into(
         return
     payload, scales = cache_views(cache)
     # One AITER request per row: row r sees [0, row_ends[r]) of its own request's pages.
-    starts = query_starts.to(torch.int64)
-    request = (torch.searchsorted(starts, torch.arange(rows, device=out.device), right=True) - 1)
-    request = request.clamp(min=0, max=max(block_table.shape[0] - 1, 0))
-    tables = block_table[request].to(torch.int32)
+    tables = block_table[row_requests(query_starts, rows)].to(torch.int32)
     scorer()(
         q_payload.view(rows, 1, heads, F.PAYLOAD_BYTES),
         q_scales.view(rows, 1, 1, F.GROUPS, F.QUERY_SCALE_LANES, F.QUERY_SCALE_SLOTS),

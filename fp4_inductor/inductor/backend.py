@@ -184,15 +184,13 @@ def fp4_inductor(
 
     def run(*args: Any) -> Any:
         caches = [args[i] for i in sources]
-        extra = []
-        for cache in caches:
-            shadow = IndexShadow.of(cache)
+        shadows = [IndexShadow.of(cache) for cache in caches]
+        for shadow, cache in zip(shadows, caches):
             shadow.sync(cache)
-            extra.append(shadow.cache)
-        out = compiled(*args, *extra)  # Dynamo's convention: positional, not boxed
-        for cache in caches:
+        out = compiled(*args, *(s.cache for s in shadows))  # Dynamo's convention: positional, not boxed
+        for shadow, cache in zip(shadows, caches):
             # The graph's own writes were mirrored; only writes made elsewhere need a refill.
-            IndexShadow.of(cache).version = cache._version
+            shadow.version = cache._version
         return out
 
     return run
