@@ -180,3 +180,16 @@ def test_two_pass_launch_matches_float64(name, split_exact, gen):
     got = out.cpu()
     assert not got[valid].isnan().any() and got[~valid].isnan().all()
     assert ((got[valid].double() - want[valid]).norm() / want[valid].norm()) < 1e-5
+
+
+def test_unaligned_section(backend_device, gen):
+    """A section at an odd byte offset with an odd page stride: the GPU scorer may not assume the
+    16-byte alignment that allocate_merged_cache gives (its PTX operand builder needs it)."""
+    backend, device = backend_device
+    case = scoring_case(gen, device, heads=32, **CASES["ragged"])
+    pages = case["cache"].shape[0]
+    odd = torch.randint(0, 256, (pages * 4355 + 8,), generator=gen, dtype=torch.uint8).to(device)
+    cache = odd.as_strided((pages, 64, 68), (4355, 68, 1), 3)
+    cache.copy_(case["cache"])
+    assert cache.data_ptr() % 4 and cache.stride(0) % 4
+    check_against_float64(dict(case, cache=cache), backend, device)

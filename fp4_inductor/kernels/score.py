@@ -21,7 +21,8 @@ scaled in float32.
 
 On the GPU, FP4 bytes become int8 operands through a PTX byte permute
 (``prmt``) from an 8-entry table per (key, group): about two instructions per
-element. The interpreter builds the same operands with plain integer ops.
+element (``_PRMT_ASM``; tests/test_prmt.py runs it through a small PTX emulator
+on the CPU). The interpreter builds the same operands with plain integer ops.
 The operand of a key is split in two K=64 halves: ``a`` holds elements
 ``8v + 0..3`` at columns ``4v + 0..3``, ``b`` elements ``8v + 4..7``; the
 query operands use the same order.
@@ -304,11 +305,25 @@ def split_plan(requests: int, pages_per_request: int, row_blocks: int, device: t
     return max(1, triton.cdiv(pages_per_request, splits))
 
 
+def _sixteen_byte_aligned(cache: torch.Tensor) -> bool:
+    """Whether every section starts 16-byte aligned. The PTX builder packs each thread's four
+    consecutive payload bytes into one register; Triton keeps 16 consecutive bytes per thread
+    only when it can prove 16-byte alignment, and with less the packs mix columns (measured:
+    wrong scores at an odd offset). allocate_merged_cache keeps offsets and strides at
+    multiples of 16; anything else takes the portable integer builder (same results)."""
+    if cache.stride(0) % 16 or cache.storage_offset() % 16:
+        return False
+    try:
+        return cache.data_ptr() % 16 == 0
+    except RuntimeError:  # a fake tensor while tracing: torch allocations are 16-byte aligned
+        return True
+
+
 def launch_score_paged(
     out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len, **tuning
 ) -> None:
-    """Launch the scorer; ``tuning`` (tile_pages, num_warps, num_stages, splits_per_sm) is for
-    benchmarks/score_variants.py and is not part of the API.
+    """Launch the scorer; ``tuning`` (tile_pages, num_warps, num_stages, splits_per_sm, maxnreg,
+    asm, split_exact) is for benchmarks/score_variants.py and is not part of the API.
 
     ``q_scales=None``: ``q_payload`` holds unquantized queries float [rows, H, 128], scored as
     bf16 against the FP4 keys (the higher-recall mode)."""
@@ -331,19 +346,23 @@ def launch_score_paged(
     # longer verify groups are split into row blocks, each still sharing its key reads.
     rows_per_block = min(triton.next_power_of_2(max_query_len), max(1, tuning.get("max_columns", 128) // heads))
     row_blocks = triton.cdiv(max_query_len, rows_per_block)
-    tile_pages = tuning.get("tile_pages", 2)
+    # Measured on the H200 (docs/benchmarks.md): two pages per tile at one row per block,
+    # one page when a block holds 2+ rows (the wider accumulator spills more at two).
+    tile_pages = tuning.get("tile_pages", 2 if rows_per_block == 1 else 1)
     pages_per_split = split_plan(requests, pages_per_request, row_blocks, cache.device, tuning.get("splits_per_sm", 4))
     pages_per_split = triton.cdiv(pages_per_split, tile_pages) * tile_pages
     grid = (requests, triton.cdiv(pages_per_request, pages_per_split), row_blocks)
     # Two passes keep the exact per-group path (rare: scales spread > 2**3 within a key or a
     # query head) out of the hot loop's registers; one pass holds both paths.
     passes = (1, 2) if tuning.get("split_exact", SPLIT_EXACT) else (0,)
+    asm = tuning.get("asm", gpu and torch.version.hip is None and _sixteen_byte_aligned(cache))
     for which in passes:
         wrap_triton(score_paged_kernel)[grid](
             out, out.stride(0), q_payload, q_scales, cache, cache.stride(0), weights, weights.stride(0), weights.stride(1),
             block_table, block_table.stride(0), block_table.stride(1), query_starts, row_ends, pages_per_split,
-            HEADS=heads, ROWS=rows_per_block, TILE_PAGES=tile_pages, ASM=tuning.get("asm", gpu and torch.version.hip is None),
+            HEADS=heads, ROWS=rows_per_block, TILE_PAGES=tile_pages, ASM=asm,
             QUERY_FLOAT=query_float, DOT_DTYPE=tl.bfloat16 if gpu else tl.float32, PASS=which,
             num_warps=tuning.get("num_warps", 4),
             num_stages=tuning.get("num_stages", 3),
+            **({"maxnreg": tuning["maxnreg"]} if tuning.get("maxnreg") else {}),
         )
