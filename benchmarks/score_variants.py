@@ -1,19 +1,35 @@
-"""Time score_paged launch configurations (device notes: docs/benchmarks.md).
+"""Time score_paged launch configurations, and kernel variants kept as files (device notes:
+docs/benchmarks.md). Times are GPU times of the launch replayed in a CUDA graph.
 
 python benchmarks/score_variants.py [--shapes 64x32768x1,...] [--grid "tile_pages=1,2;num_warps=4,8"]
+                                    [--module path/to/score_variant.py] [--check]
 """
 
 import argparse
+import importlib.util
 import itertools
+import os
 
 import torch
 
 import fp4_inductor as fp4
-from fp4_inductor.bench import build_scoring_case, median_us
-from fp4_inductor.kernels.score import launch_score_paged
+from fp4_inductor.bench import build_scoring_case, device_us
 
 
-def run_shape(requests, context, next_n, space):
+def load_variant(path):
+    """A copy of kernels/score.py kept elsewhere, imported inside the kernels package."""
+    if path is None:
+        from fp4_inductor.kernels import score
+
+        return score
+    name = "fp4_inductor.kernels." + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_shape(launch, requests, context, next_n, space, check):
     case = build_scoring_case(requests, context, next_n, 64, torch.device("cuda"))
     query = fp4.quantize_queries(case["q"])
     rows = requests * next_n
@@ -21,16 +37,26 @@ def run_shape(requests, context, next_n, space):
     inputs = (out, *query, case["cache"], case["weights"], case["block_table"], case["query_starts"],
               case["row_ends"], next_n)
     floor_us = (requests * context * 68 + rows * context * 4) / 4.25e6
+    expected = None
+    if check:
+        expected = fp4.score_paged(query, *inputs[3:], backend="reference")
+        valid = torch.arange(context, device="cuda")[None, :] < case["row_ends"][:, None]
     results = []
     for values in itertools.product(*space.values()):
         tuning = dict(zip(space, values))
         try:
-            us = median_us(lambda: launch_score_paged(*inputs, **tuning), 100)
+            out.fill_(float("nan"))
+            launch(*inputs, **tuning)
+            error = ""
+            if expected is not None:
+                diff = ((out - expected).abs() / expected.abs().clamp_min(1e-3))[valid].max().item()
+                error = f" max rel err {diff:.1e}"
+            us = device_us(lambda: launch(*inputs, **tuning))
         except Exception as exc:
             print(tuning, type(exc).__name__, str(exc)[:300])
             continue
         results.append((us, tuning))
-        print(f"{us:8.1f} us  B={requests} ctx={context} next_n={next_n} {tuning}", flush=True)
+        print(f"{us:8.1f} us  B={requests} ctx={context} next_n={next_n} {tuning}{error}", flush=True)
     best = min(results, key=lambda r: r[0]) if results else (float("nan"), {})
     return f"B={requests} ctx={context} next_n={next_n}: best {best[0]:.1f} us {best[1]} (byte floor {floor_us:.1f} us)"
 
@@ -39,8 +65,11 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--shapes", default="64x32768x1,64x32768x2,64x32768x4,16x131072x2", help="BxCONTEXTxNEXT_N,...")
     parser.add_argument("--grid", default="tile_pages=1,2;num_warps=4,8;num_stages=1,3")
+    parser.add_argument("--module", default=None, help="a variant of kernels/score.py to time instead")
+    parser.add_argument("--check", action="store_true", help="compare each launch with the reference op first")
     args = parser.parse_args()
+    launch = load_variant(args.module).launch_score_paged
     space = {k: [int(v) for v in vals.split(",")] for k, vals in (item.split("=") for item in args.grid.split(";"))}
-    summary = [run_shape(*(int(v) for v in shape.split("x")), space) for shape in args.shapes.split(",")]
+    summary = [run_shape(launch, *(int(v) for v in shape.split("x")), space, args.check) for shape in args.shapes.split(",")]
     print()
     print("\n".join(summary))

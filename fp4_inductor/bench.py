@@ -163,15 +163,17 @@ def bench_scoring(table: Table, requests: int, context: int, next_n: int, heads:
         q8, kv, w, out, ctx, tokens = fp8_peer_inputs(case, device)
         peer_bytes = keys * (F.HEAD_DIM + 4) + rows * context * 4
         best = None
-        for split in (5, 10, 20, 40):
-            for chunk in (64, 128, 256):
-                try:
-                    t = device_us(lambda: peer(q8, kv, w, out, ctx, tokens, context, ChunkK=chunk, SplitKV=split))
-                except Exception as exc:  # a config the peer's kernel rejects
-                    print(f"  peer SplitKV={split} ChunkK={chunk}: {type(exc).__name__}")
-                    continue
-                if best is None or t < best[0]:
-                    best = (t, split, chunk)
+        # The configurations that won in earlier sweeps of SplitKV 5-40 x ChunkK 64-256.
+        for split, chunk in ((40, 128), (20, 128), (40, 256)):
+            try:
+                # Eager medians: the peer faults inside CUDA-graph capture at next_n=4 (illegal
+                # address), and its host time is small next to its kernel.
+                t = median_us(lambda: peer(q8, kv, w, out, ctx, tokens, context, ChunkK=chunk, SplitKV=split))
+            except Exception as exc:  # a config the peer's kernel rejects
+                print(f"  peer SplitKV={split} ChunkK={chunk}: {type(exc).__name__}")
+                continue
+            if best is None or t < best[0]:
+                best = (t, split, chunk)
         if best is not None:
             table.add(f"AITER triton fp8 peer {tag}", best[0], peer_bytes, flops,
                       f"best of SplitKV/ChunkK: {best[1]}/{best[2]}; fp4 speedup {best[0] / us:.2f}x")
