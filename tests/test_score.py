@@ -158,30 +158,6 @@ def test_score_strided_inputs(backend_device, gen):
     assert err < 1e-5
 
 
-@pytest.mark.parametrize("name", ["ragged", "key-spread", "query-spread"])
-@pytest.mark.parametrize("split_exact", [False, True], ids=["one-pass", "two-pass"])
-def test_two_pass_launch_matches_float64(name, split_exact, gen):
-    """The scorer's launch with the exact per-group path in a second pass (a benchmark
-    variant) scores the same entries, each exactly once."""
-    from conftest import HAS_GPU, INTERPRETER
-
-    if not (HAS_GPU or INTERPRETER):
-        pytest.skip("needs a GPU or the Triton interpreter")
-    from fp4_inductor.kernels.score import launch_score_paged
-
-    device = "cuda" if HAS_GPU else "cpu"
-    case = scoring_case(gen, device, heads=32, **CASES[name])
-    query = fp4.quantize_queries(case["q"], backend="triton")
-    layout = (case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"])
-    out = torch.full((case["q"].shape[0], case["block_table"].shape[1] * 64), float("nan"), device=device)
-    launch_score_paged(out, *query, *layout, case["max_query_len"], split_exact=split_exact)
-    want = float64_scores(query, *layout)
-    valid = reference.valid_region(case["query_starts"].cpu(), case["row_ends"].cpu(), want.shape[1])
-    got = out.cpu()
-    assert not got[valid].isnan().any() and got[~valid].isnan().all()
-    assert ((got[valid].double() - want[valid]).norm() / want[valid].norm()) < 1e-5
-
-
 def test_unaligned_section(backend_device, gen):
     """A section at an odd byte offset with an odd page stride: the GPU scorer may not assume the
     16-byte alignment that allocate_merged_cache gives (its PTX operand builder needs it)."""

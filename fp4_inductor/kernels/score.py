@@ -38,7 +38,6 @@ from torch.library import wrap_triton
 from .. import formats as F
 
 FOLD_LIMIT = tl.constexpr(3)  # 12 << 3 = 96 still fits int8
-SPLIT_EXACT = False  # the launch default; benchmarks/score_variants.py measures both
 
 # $2: four payload bytes (elements 0..7 of an 8-element run); $3: the run's group shift in each
 # byte (255: a group left out, shl clamps to 0). Out $0: int8 elements 0..3, $1: elements 4..7.
@@ -184,7 +183,6 @@ def score_paged_kernel(
     ASM: tl.constexpr,
     QUERY_FLOAT: tl.constexpr = False,
     DOT_DTYPE: tl.constexpr = tl.bfloat16,
-    PASS: tl.constexpr = 0,
 ):
     request = tl.program_id(0)
     split = tl.program_id(1)
@@ -245,20 +243,16 @@ def score_paged_kernel(
             page = tl.load(bt_row + index * block_table_page_stride, mask=ok, other=0).to(tl.int64)
             section = (cache_ptr + page * page_stride)[:, None]
             k_exp = tl.load(section + scale_at, mask=ok[:, None], other=0).to(tl.int32)
-            if PASS != 2:
-                x, x2 = load_key_bytes(section, token, ok[:, None], ASM)
+            x, x2 = load_key_bytes(section, token, ok[:, None], ASM)
             ahead = page_begin + TILE_PAGES + m // 64
             page_ahead = tl.load(bt_row + ahead * block_table_page_stride, mask=ahead < page_end, other=0).to(tl.int64)
             for tile in range(page_begin, page_end, TILE_PAGES):
-                cur_exp, cur_section, cur_ok = k_exp, section, ok
-                if PASS != 2:
-                    cur_x, cur_x2 = x, x2
+                cur_exp, cur_x, cur_x2 = k_exp, x, x2
                 index = tile + TILE_PAGES + m // 64
                 ok = index < page_end
                 section = (cache_ptr + page_ahead * page_stride)[:, None]
                 k_exp = tl.load(section + scale_at, mask=ok[:, None], other=0).to(tl.int32)
-                if PASS != 2:
-                    x, x2 = load_key_bytes(section, token, ok[:, None], ASM)
+                x, x2 = load_key_bytes(section, token, ok[:, None], ASM)
                 ahead = index + TILE_PAGES
                 page_ahead = tl.load(bt_row + ahead * block_table_page_stride, mask=ahead < page_end, other=0).to(tl.int64)
 
@@ -268,31 +262,26 @@ def score_paged_kernel(
                 j = tile * 64 + m
                 out_at = out_ptr + (first_row + rr).to(tl.int64)[None, :] * out_stride + j[:, None]
                 out_ok = (j[:, None] < row_ends[None, :]) & (rr < rows_here)[None, :]
-                if PASS != 2:
-                    if folds:
-                        ka, kb = key_operands(cur_x, cur_x2, k_fold, ASM)
-                        acc = key_dot(ka, kb, qa, qb, QUERY_FLOAT, DOT_DTYPE)
-                        # relu that keeps NaN (an unquantized query may hold one).
-                        weighted = tl.where(acc < 0, 0, acc).to(tl.float32) * w_folded[None, :]
-                        logits = tl.sum(tl.reshape(weighted, (M, ROWS, HEADS)), axis=2)
-                        tl.store(out_at, logits * power_of_two(k_max, 0.0625)[:, None], mask=out_ok)
-                if PASS != 1:
-                    if not folds:
-                        if PASS == 2:
-                            # The exact pass reads payload only for the tiles that need it.
-                            cur_x, cur_x2 = load_key_bytes(cur_section, token, cur_ok[:, None], ASM)
-                        s = tl.zeros((M, N), dtype=tl.float32)
-                        for g in range(4):
-                            only_g = tl.where(g4 == g, 0, -1)
-                            ka, kb = key_operands(cur_x, cur_x2, tl.zeros_like(cur_exp) + only_g, ASM)
-                            acc = key_dot(ka, kb, qa_raw, qb_raw, QUERY_FLOAT, DOT_DTYPE)
-                            k_scale = power_of_two(tl.sum(tl.where(g4 == g, cur_exp, 0), axis=1), 0.5)
-                            # FP4 query operands are 2 * value; unquantized ones are the value.
-                            q_scale = power_of_two(tl.sum(tl.where(g4 == g, q_exp, 0), axis=1), 1.0 if QUERY_FLOAT else 0.5)
-                            s += acc.to(tl.float32) * (k_scale[:, None] * q_scale[None, :])
-                        # relu that keeps NaN (a NaN group must give a NaN logit).
-                        weighted = tl.where(s < 0.0, 0.0, s) * w[None, :]
-                        tl.store(out_at, tl.sum(tl.reshape(weighted, (M, ROWS, HEADS)), axis=2), mask=out_ok)
+                if folds:
+                    ka, kb = key_operands(cur_x, cur_x2, k_fold, ASM)
+                    acc = key_dot(ka, kb, qa, qb, QUERY_FLOAT, DOT_DTYPE)
+                    # relu that keeps NaN (an unquantized query may hold one).
+                    weighted = tl.where(acc < 0, 0, acc).to(tl.float32) * w_folded[None, :]
+                    logits = tl.sum(tl.reshape(weighted, (M, ROWS, HEADS)), axis=2)
+                    tl.store(out_at, logits * power_of_two(k_max, 0.0625)[:, None], mask=out_ok)
+                if not folds:
+                    s = tl.zeros((M, N), dtype=tl.float32)
+                    for g in range(4):
+                        only_g = tl.where(g4 == g, 0, -1)
+                        ka, kb = key_operands(cur_x, cur_x2, tl.zeros_like(cur_exp) + only_g, ASM)
+                        acc = key_dot(ka, kb, qa_raw, qb_raw, QUERY_FLOAT, DOT_DTYPE)
+                        k_scale = power_of_two(tl.sum(tl.where(g4 == g, cur_exp, 0), axis=1), 0.5)
+                        # FP4 query operands are 2 * value; unquantized ones are the value.
+                        q_scale = power_of_two(tl.sum(tl.where(g4 == g, q_exp, 0), axis=1), 1.0 if QUERY_FLOAT else 0.5)
+                        s += acc.to(tl.float32) * (k_scale[:, None] * q_scale[None, :])
+                    # relu that keeps NaN (a NaN group must give a NaN logit).
+                    weighted = tl.where(s < 0.0, 0.0, s) * w[None, :]
+                    tl.store(out_at, tl.sum(tl.reshape(weighted, (M, ROWS, HEADS)), axis=2), mask=out_ok)
 
 
 def split_plan(requests: int, pages_per_request: int, row_blocks: int, device: torch.device, per_sm: int = 4) -> int:
@@ -323,7 +312,7 @@ def launch_score_paged(
     out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len, **tuning
 ) -> None:
     """Launch the scorer; ``tuning`` (tile_pages, num_warps, num_stages, splits_per_sm, maxnreg,
-    asm, split_exact) is for benchmarks/score_variants.py and is not part of the API.
+    asm) is for benchmarks/score_variants.py and is not part of the API.
 
     ``q_scales=None``: ``q_payload`` holds unquantized queries float [rows, H, 128], scored as
     bf16 against the FP4 keys (the higher-recall mode)."""
@@ -352,17 +341,13 @@ def launch_score_paged(
     pages_per_split = split_plan(requests, pages_per_request, row_blocks, cache.device, tuning.get("splits_per_sm", 4))
     pages_per_split = triton.cdiv(pages_per_split, tile_pages) * tile_pages
     grid = (requests, triton.cdiv(pages_per_request, pages_per_split), row_blocks)
-    # Two passes keep the exact per-group path (rare: scales spread > 2**3 within a key or a
-    # query head) out of the hot loop's registers; one pass holds both paths.
-    passes = (1, 2) if tuning.get("split_exact", SPLIT_EXACT) else (0,)
     asm = tuning.get("asm", gpu and torch.version.hip is None and _sixteen_byte_aligned(cache))
-    for which in passes:
-        wrap_triton(score_paged_kernel)[grid](
-            out, out.stride(0), q_payload, q_scales, cache, cache.stride(0), weights, weights.stride(0), weights.stride(1),
-            block_table, block_table.stride(0), block_table.stride(1), query_starts, row_ends, pages_per_split,
-            HEADS=heads, ROWS=rows_per_block, TILE_PAGES=tile_pages, ASM=asm,
-            QUERY_FLOAT=query_float, DOT_DTYPE=tl.bfloat16 if gpu else tl.float32, PASS=which,
-            num_warps=tuning.get("num_warps", 4),
-            num_stages=tuning.get("num_stages", 3),
-            **({"maxnreg": tuning["maxnreg"]} if tuning.get("maxnreg") else {}),
-        )
+    wrap_triton(score_paged_kernel)[grid](
+        out, out.stride(0), q_payload, q_scales, cache, cache.stride(0), weights, weights.stride(0), weights.stride(1),
+        block_table, block_table.stride(0), block_table.stride(1), query_starts, row_ends, pages_per_split,
+        HEADS=heads, ROWS=rows_per_block, TILE_PAGES=tile_pages, ASM=asm,
+        QUERY_FLOAT=query_float, DOT_DTYPE=tl.bfloat16 if gpu else tl.float32,
+        num_warps=tuning.get("num_warps", 4),
+        num_stages=tuning.get("num_stages", 3),
+        **({"maxnreg": tuning["maxnreg"]} if tuning.get("maxnreg") else {}),
+    )

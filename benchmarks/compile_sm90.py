@@ -1,0 +1,67 @@
+"""Compile the scorer for sm_90 on a machine without a GPU: registers, stack, and the SASS.
+
+A Triton wheel carries ptxas and cuobjdump, so the H200's code can be read anywhere:
+
+    python -m venv /tmp/t36 && /tmp/t36/bin/pip install triton==3.6.0   # the device's triton
+    echo "$PWD/.venv/lib/python3.11/site-packages" > /tmp/t36/lib/python3.11/site-packages/zz.pth
+    /tmp/t36/bin/python benchmarks/compile_sm90.py TAG,ROWS,TILE_PAGES,WARPS [...]
+
+Writes /tmp/sm90/TAG.{ttgir,ptx,sass}. QF=1 compiles the bf16-query mode; MAXNREG=n caps
+registers. Used to check that a refactor leaves the compiled kernel byte-identical (diff the
+SASS without its encoding lines) and to count instructions per tile before a device run.
+"""
+
+import inspect
+import os
+import subprocess
+import sys
+
+import triton
+import triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from fp4_inductor.kernels import score  # noqa: E402
+
+OUT = "/tmp/sm90"
+CUOBJDUMP = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/cuobjdump")
+
+
+def compile_one(tag: str, rows: int, tile: int, warps: int, stages: int = 3) -> None:
+    fn = score.score_paged_kernel
+    params = list(inspect.signature(fn.fn).parameters)
+    qf = bool(os.environ.get("QF"))
+    query = "*bf16" if qf else "*u8"
+    pointers = {"out_ptr": "*fp32", "q_payload_ptr": query, "q_scales_ptr": query, "cache_ptr": "*u8",
+                "weights_ptr": "*fp32", "block_table_ptr": "*i32", "query_starts_ptr": "*i32", "row_ends_ptr": "*i32"}
+    const = dict(HEADS=64, ROWS=rows, TILE_PAGES=tile, ASM=True, QUERY_FLOAT=qf, DOT_DTYPE=tl.bfloat16)
+    const = {k: v for k, v in const.items() if k in params}
+    signature = {p: "constexpr" if p in const else pointers.get(p, "i32") for p in params}
+    # As the launcher specializes them for allocate_merged_cache's layouts: aligned pointers and strides.
+    aligned = set(pointers) | {"out_stride", "page_stride", "weights_stride"}
+    attrs = {(i,): [["tt.divisibility", 16]] for i, p in enumerate(params) if p in aligned}
+    options = {"num_warps": warps, "num_stages": stages}
+    if os.environ.get("MAXNREG"):
+        options["maxnreg"] = int(os.environ["MAXNREG"])
+    compiled = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=const, attrs=attrs),
+                              target=GPUTarget("cuda", 90, 32), options=options)
+    os.makedirs(OUT, exist_ok=True)
+    cubin = f"{OUT}/{tag}.cubin"
+    open(cubin, "wb").write(compiled.asm["cubin"])
+    open(f"{OUT}/{tag}.ptx", "w").write(compiled.asm["ptx"])
+    open(f"{OUT}/{tag}.ttgir", "w").write(compiled.asm["ttgir"])
+    sass = subprocess.run([CUOBJDUMP, "--dump-sass", cubin], capture_output=True, text=True).stdout
+    open(f"{OUT}/{tag}.sass", "w").write(sass)
+    usage = subprocess.run([CUOBJDUMP, "--dump-resource-usage", cubin], capture_output=True, text=True).stdout
+    line = next(l.strip() for l in usage.splitlines() if "REG:" in l)
+    fields = dict(f.split(":") for f in line.split() if f.split(":")[0] in ("REG", "STACK", "SHARED"))
+    count = sum(1 for l in sass.splitlines() if l.strip().startswith("/*") and ";" in l)
+    print(f"{tag}: rows={rows} tile={tile} warps={warps} REG={fields['REG']} STACK={fields['STACK']} "
+          f"SASS instructions={count}", flush=True)
+
+
+if __name__ == "__main__":
+    for spec in sys.argv[1:] or ["n1,1,2,4", "n2,2,1,4", "n4,4,1,4"]:
+        tag, rows, tile, warps = spec.split(",")
+        compile_one(tag, int(rows), int(tile), int(warps))
