@@ -22,7 +22,8 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from fp4_inductor.kernels import score  # noqa: E402
+import importlib  # noqa: E402
+score = importlib.import_module(os.environ.get("SCORE_MODULE", "fp4_inductor.kernels.score"))
 
 OUT = "/tmp/sm90"
 CUOBJDUMP = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/cuobjdump")

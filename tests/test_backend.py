@@ -264,3 +264,30 @@ def test_installed_package_declares_the_backend_entry_point():
     names = {ep.name: ep.value for ep in metadata.entry_points(group="torch_dynamo_backends")}
     assert names.get("fp4_inductor") == "fp4_inductor.inductor:fp4_inductor"
     assert "fp4_inductor" in torch._dynamo.list_backends()
+
+
+@pytest.mark.parametrize("rank, spelling, matches", [
+    (2, lambda x: x.unsqueeze(-1), True),
+    (2, lambda x: x.unsqueeze(2), True),
+    (2, lambda x: x[..., None], True),
+    (2, lambda x: x[:, :, None], True),
+    (2, lambda x: x.unsqueeze(1), False),
+    (2, lambda x: x[:, None], False),
+    (2, lambda x: x.view(-1, 1), False),
+    (1, lambda x: x.unsqueeze(1), True),
+    (1, lambda x: x.unsqueeze(-1), True),
+    (1, lambda x: x[:, None], True),
+    (1, lambda x: x[..., None], True),
+    (1, lambda x: x.view(-1, 1), True),
+    (1, lambda x: x.reshape(-1, 1), True),
+    (1, lambda x: x.unsqueeze(0), False),
+    (1, lambda x: x[None, :], False),
+])
+def test_trailing_axis_matcher(rank, spelling, matches):
+    """The pass's matcher for ``w[..., None]`` (rank 2) and ``row_ends[:, None]`` (rank 1)."""
+    from fp4_inductor.inductor.rewrite import _unsqueezed_last
+
+    graph = torch.fx.symbolic_trace(spelling).graph
+    x = next(n for n in graph.nodes if n.op == "placeholder")
+    node = next(n for n in graph.nodes if n.op in ("call_method", "call_function"))
+    assert (_unsqueezed_last(node, rank) is x) == matches

@@ -135,7 +135,7 @@ def _match_scores(logits: Any) -> Optional[tuple[fx.Node, fx.Node, fx.Node]]:
     if _name(product) != "mul" or len(product.args) != 2:
         return None
     for scores, weights in (product.args, product.args[::-1]):
-        w = _unsqueezed_last(weights)
+        w = _unsqueezed_last(weights, 2)
         chain = _peel_relu(scores)
         if w is None or chain is None:
             continue
@@ -145,11 +145,15 @@ def _match_scores(logits: Any) -> Optional[tuple[fx.Node, fx.Node, fx.Node]]:
     return None
 
 
-def _unsqueezed_last(node: Any) -> Optional[fx.Node]:
-    """``w.unsqueeze(-1)`` / ``w.unsqueeze(2)`` / ``w[..., None]`` / ``w[:, :, None]`` -> w."""
-    if _name(node) == "unsqueeze" and _arg(node, 1, "dim") in (-1, 2):
+def _unsqueezed_last(node: Any, rank: int) -> Optional[fx.Node]:
+    """A trailing axis added to a rank-``rank`` tensor -> the tensor: ``x.unsqueeze(-1)``,
+    ``x.unsqueeze(rank)``, ``x[..., None]``, ``x[:, ..., None]`` (``rank`` slices), and for
+    rank 1 also ``x.view(-1, 1)`` / ``x.reshape(-1, 1)``."""
+    if _name(node) == "unsqueeze" and _arg(node, 1, "dim") in (-1, rank):
         return node.args[0]
-    if _name(node) == "getitem" and node.args[1] in ((Ellipsis, None), (slice(None), slice(None), None)):
+    if _name(node) == "getitem" and node.args[1] in ((Ellipsis, None), (slice(None),) * rank + (None,)):
+        return node.args[0]
+    if rank == 1 and _name(node) in ("view", "reshape") and tuple(node.args[1:]) == (-1, 1):
         return node.args[0]
     return None
 
@@ -303,7 +307,7 @@ def _row_bound(mask: Any, op: str) -> Optional[fx.Node]:
     if name in (op, flipped) and len(mask.args) == 2:
         cols, bound = mask.args if name == op else mask.args[::-1]
         cols = _strip_casts(_unsqueezed_first(cols) or cols)
-        bound = _unsqueezed_last_dim1(bound)
+        bound = _unsqueezed_last(bound, 1)
         if _name(cols) == "arange" and bound is not None:
             return _strip_casts(bound)
     return None
@@ -313,17 +317,6 @@ def _unsqueezed_first(node: Any) -> Optional[fx.Node]:
     if _name(node) == "unsqueeze" and _arg(node, 1, "dim") == 0:
         return node.args[0]
     if _name(node) == "getitem" and node.args[1] in ((None, slice(None)), (None, Ellipsis), (None,)):
-        return node.args[0]
-    return None
-
-
-def _unsqueezed_last_dim1(node: Any) -> Optional[fx.Node]:
-    """``r.unsqueeze(1)`` / ``r.unsqueeze(-1)`` / ``r[:, None]`` / ``r.view(-1, 1)`` -> r."""
-    if _name(node) == "unsqueeze" and _arg(node, 1, "dim") in (1, -1):
-        return node.args[0]
-    if _name(node) == "getitem" and node.args[1] in ((slice(None), None), (Ellipsis, None)):
-        return node.args[0]
-    if _name(node) in ("view", "reshape") and tuple(node.args[1:]) in ((-1, 1),):
         return node.args[0]
     return None
 
