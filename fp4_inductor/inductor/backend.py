@@ -82,10 +82,9 @@ def rewrite_indexers(
         log.warning("fp4_inductor: indexer left as is: %s", reason)
     if not matches:
         return gm, []
-    original = gm
-    gm = _copy_graph_module(original)
+    gm, env = _copy_graph_module(gm)
     graph = gm.graph
-    matches, _ = find_indexers(graph)
+    matches = [m.mapped(env) for m in matches]
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     # The mode Dynamo recorded the graph's values in (the tracing context may hold a copy).
     fake_mode = next(
@@ -132,8 +131,9 @@ def _propagate_fake_values(nodes: list[fx.Node], fake_mode) -> None:
                 node.meta["example_value"] = node.target(*args, **kwargs)
 
 
-def _copy_graph_module(gm: fx.GraphModule) -> fx.GraphModule:
-    """A new graph over the same module attributes, keeping what AOTAutograd reads from Dynamo's."""
+def _copy_graph_module(gm: fx.GraphModule) -> tuple[fx.GraphModule, dict[fx.Node, fx.Node]]:
+    """A new graph over the same module attributes, keeping what AOTAutograd reads from Dynamo's;
+    with the map from the old graph's nodes to the new one's."""
     graph = fx.Graph()
     graph._codegen = copy.deepcopy(gm.graph._codegen)
     env: dict[fx.Node, fx.Node] = {}
@@ -145,7 +145,7 @@ def _copy_graph_module(gm: fx.GraphModule) -> fx.GraphModule:
     for old, new in env.items():
         if hasattr(old, "_dynamo_source"):
             new._dynamo_source = old._dynamo_source
-    return copied
+    return copied, env
 
 
 def fp4_inductor(

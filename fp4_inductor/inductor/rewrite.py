@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import operator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
 import torch
@@ -105,6 +105,13 @@ class Match:
     sorted: Any
     query_starts: Optional[fx.Node] = None
     writes: list[fx.Node] = field(default_factory=list)
+
+    def mapped(self, env: dict[fx.Node, fx.Node]) -> "Match":
+        """The same match in a copy of its graph (``env``: old node -> new node)."""
+        def move(value: Any) -> Any:
+            return fx.node.map_arg(value, lambda n: env[n])
+
+        return Match(**{f.name: move(getattr(self, f.name)) for f in fields(self)})
 
 
 def _match_gather(keys: fx.Node) -> Optional[tuple[fx.Node, fx.Node, fx.Node]]:
