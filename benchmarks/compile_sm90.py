@@ -7,7 +7,7 @@ A Triton wheel carries ptxas and cuobjdump, so the H200's code can be read anywh
     /tmp/t36/bin/python benchmarks/compile_sm90.py TAG,ROWS,TILE_PAGES,WARPS [...]
 
 Writes /tmp/sm90/TAG.{ttgir,ptx,sass}. QF=1 compiles the bf16-query mode; MAXNREG=n caps
-registers. Used to check that a refactor leaves the compiled kernel byte-identical (diff the
+registers, MODE=1/2 the fix-up launch pair. Used to check that a refactor leaves the compiled kernel byte-identical (diff the
 SASS without its encoding lines) and to count instructions per tile before a device run.
 """
 
@@ -35,8 +35,10 @@ def compile_one(tag: str, rows: int, tile: int, warps: int, stages: int = 3) -> 
     qf = bool(os.environ.get("QF"))
     query = "*bf16" if qf else "*u8"
     pointers = {"out_ptr": "*fp32", "q_payload_ptr": query, "q_scales_ptr": query, "cache_ptr": "*u8",
-                "weights_ptr": "*fp32", "block_table_ptr": "*i32", "query_starts_ptr": "*i32", "row_ends_ptr": "*i32"}
-    const = dict(HEADS=64, ROWS=rows, TILE_PAGES=tile, ASM=True, QUERY_FLOAT=qf, DOT_DTYPE=tl.bfloat16)
+                "weights_ptr": "*fp32", "block_table_ptr": "*i32", "query_starts_ptr": "*i32", "row_ends_ptr": "*i32",
+                "flags_ptr": "*u8"}
+    const = dict(HEADS=64, ROWS=rows, TILE_PAGES=tile, ASM=True, QUERY_FLOAT=qf, DOT_DTYPE=tl.bfloat16,
+                 MODE=int(os.environ.get("MODE", 0)))
     const = {k: v for k, v in const.items() if k in params}
     signature = {p: "constexpr" if p in const else pointers.get(p, "i32") for p in params}
     # As the launcher specializes them for allocate_merged_cache's layouts: aligned pointers and strides.

@@ -1,7 +1,7 @@
 """Time score_paged launch configurations, and kernel variants kept as files (device notes:
 docs/benchmarks.md). Times are GPU times of the launch replayed in a CUDA graph.
 
-python benchmarks/score_variants.py [--shapes 64x32768x1,...] [--grid "tile_pages=1,2;num_warps=4,8"]
+python benchmarks/score_variants.py [--shapes 64x32768x1,...] [--grid "tile_pages=1,2;exact=inline,fixup"]
                                     [--module path/to/score_variant.py] [--check]
 """
 
@@ -69,7 +69,8 @@ if __name__ == "__main__":
     parser.add_argument("--check", action="store_true", help="compare each launch with the reference op first")
     args = parser.parse_args()
     launch = load_variant(args.module).launch_score_paged
-    space = {k: [int(v) for v in vals.split(",")] for k, vals in (item.split("=") for item in args.grid.split(";"))}
+    value = lambda v: int(v) if v.lstrip("-").isdigit() else v  # noqa: E731  (exact=inline,fixup)
+    space = {k: [value(v) for v in vals.split(",")] for k, vals in (item.split("=") for item in args.grid.split(";"))}
     summary = [run_shape(launch, *(int(v) for v in shape.split("x")), space, args.check) for shape in args.shapes.split(",")]
     print()
     print("\n".join(summary))

@@ -158,6 +158,39 @@ def test_score_strided_inputs(backend_device, gen):
     assert err < 1e-5
 
 
+@pytest.mark.parametrize("name", ["ragged", "key-spread", "query-spread", "long-verify"])
+@pytest.mark.parametrize("exact", ["inline", "fixup"])
+def test_exact_path_launch_variants(name, exact, backend_device, gen):
+    """The scorer's two launch forms for the exact path (in the hot loop, or a fix-up launch
+    over the programs that flagged a tile) score the same entries, each exactly once."""
+    backend, device = backend_device
+    if backend != "triton":
+        pytest.skip("a launch form of the Triton kernel")
+    from fp4_inductor.kernels.score import launch_score_paged
+
+    case = scoring_case(gen, device, heads=32, **CASES[name])
+    query = fp4.quantize_queries(case["q"], backend="triton")
+    layout = (case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"])
+    out = torch.full((case["q"].shape[0], case["block_table"].shape[1] * 64), float("nan"), device=device)
+    launch_score_paged(out, *query, *layout, case["max_query_len"], exact=exact)
+    want = float64_scores(query, *layout)
+    valid = reference.valid_region(case["query_starts"].cpu(), case["row_ends"].cpu(), want.shape[1])
+    got = out.cpu()
+    assert not got[valid].isnan().any() and got[~valid].isnan().all()
+    assert ((got[valid].double() - want[valid]).norm() / want[valid].norm()) < 1e-5
+
+
+def test_exact_launch_form_is_checked(gen):
+    from fp4_inductor.kernels.score import launch_score_paged
+
+    case = scoring_case(gen, "cpu", heads=32, **CASES["single"])
+    query = fp4.quantize_queries(case["q"])
+    layout = (case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"])
+    out = torch.zeros(case["q"].shape[0], case["block_table"].shape[1] * 64)
+    with pytest.raises(ValueError, match="exact"):
+        launch_score_paged(out, *query, *layout, 1, exact="twice")
+
+
 def test_unaligned_section(backend_device, gen):
     """A section at an odd byte offset with an odd page stride: the GPU scorer may not assume the
     16-byte alignment that allocate_merged_cache gives (its PTX operand builder needs it)."""

@@ -161,6 +161,26 @@ def power_of_two(byte, times):
 
 
 @triton.jit
+def exact_tile(x, x2, k_exp, qa_raw, qb_raw, q_exp, w, out_at, out_ok, ROWS: tl.constexpr, HEADS: tl.constexpr,
+               ASM: tl.constexpr, QUERY_FLOAT: tl.constexpr, DOT_DTYPE: tl.constexpr):
+    """The exact path for one tile: one masked dot per group, each scaled in float32."""
+    M: tl.constexpr = k_exp.shape[0]
+    g4 = tl.arange(0, 4)[None, :]
+    s = tl.zeros((M, ROWS * HEADS), dtype=tl.float32)
+    for g in range(4):
+        only_g = tl.where(g4 == g, 0, -1)
+        ka, kb = key_operands(x, x2, tl.zeros_like(k_exp) + only_g, ASM)
+        acc = key_dot(ka, kb, qa_raw, qb_raw, QUERY_FLOAT, DOT_DTYPE)
+        k_scale = power_of_two(tl.sum(tl.where(g4 == g, k_exp, 0), axis=1), 0.5)
+        # FP4 query operands are 2 * value; unquantized ones are the value.
+        q_scale = power_of_two(tl.sum(tl.where(g4 == g, q_exp, 0), axis=1), 1.0 if QUERY_FLOAT else 0.5)
+        s += acc.to(tl.float32) * (k_scale[:, None] * q_scale[None, :])
+    # relu that keeps NaN (a NaN group must give a NaN logit).
+    weighted = tl.where(s < 0.0, 0.0, s) * w[None, :]
+    tl.store(out_at, tl.sum(tl.reshape(weighted, (M, ROWS, HEADS)), axis=2), mask=out_ok)
+
+
+@triton.jit
 def score_paged_kernel(
     out_ptr,
     out_stride,
@@ -177,20 +197,31 @@ def score_paged_kernel(
     query_starts_ptr,
     row_ends_ptr,
     pages_per_split,
+    flags_ptr,
     HEADS: tl.constexpr,
     ROWS: tl.constexpr,
     TILE_PAGES: tl.constexpr,
     ASM: tl.constexpr,
     QUERY_FLOAT: tl.constexpr = False,
     DOT_DTYPE: tl.constexpr = tl.bfloat16,
+    MODE: tl.constexpr = 0,
 ):
+    # MODE 0: both paths in one loop. MODE 1: folded tiles only; each program writes one flag
+    # byte, set when it left a tile out. MODE 2 (launched after 1 on the same grid): the exact
+    # path for the tiles left out, in flagged programs only. 1 + 2 keep the exact path's
+    # registers out of the hot loop.
     request = tl.program_id(0)
     split = tl.program_id(1)
     N: tl.constexpr = ROWS * HEADS
     M: tl.constexpr = 64 * TILE_PAGES
 
+    flag_at = flags_ptr + (request * tl.num_programs(1) + split) * tl.num_programs(2) + tl.program_id(2)
+    left_out = 0
     request_start = tl.load(query_starts_ptr + request)
     request_rows = tl.load(query_starts_ptr + request + 1) - request_start
+    if MODE == 2:
+        # A program that left nothing out has nothing to do here.
+        request_rows = tl.where(tl.load(flag_at) != 0, request_rows, 0)
     # Row blocks beyond the launch's (sized from max_query_len) are taken in turn by the
     # same programs: the hint sets the launch shape, never which rows get scored.
     for row_block in range(tl.program_id(2), tl.cdiv(request_rows, ROWS), tl.num_programs(2)):
@@ -236,52 +267,63 @@ def score_paged_kernel(
             token = (m % 64)[:, None]
             scale_at = (4096 + (m % 64 % 16) * 4 + (m % 64) // 16)[:, None] + g4 * 64
             bt_row = block_table_ptr + request.to(tl.int64) * block_table_stride
-            # Software pipeline: page ids two tiles ahead, scales and payload one tile ahead, so
-            # the loads of the next tile are in flight while this one is converted and multiplied.
-            index = page_begin + m // 64
-            ok = index < page_end
-            page = tl.load(bt_row + index * block_table_page_stride, mask=ok, other=0).to(tl.int64)
-            section = (cache_ptr + page * page_stride)[:, None]
-            k_exp = tl.load(section + scale_at, mask=ok[:, None], other=0).to(tl.int32)
-            x, x2 = load_key_bytes(section, token, ok[:, None], ASM)
-            ahead = page_begin + TILE_PAGES + m // 64
-            page_ahead = tl.load(bt_row + ahead * block_table_page_stride, mask=ahead < page_end, other=0).to(tl.int64)
-            for tile in range(page_begin, page_end, TILE_PAGES):
-                cur_exp, cur_x, cur_x2 = k_exp, x, x2
-                index = tile + TILE_PAGES + m // 64
+            if MODE == 2:
+                for tile in range(page_begin, page_end, TILE_PAGES):
+                    index = tile + m // 64
+                    ok = index < page_end
+                    page = tl.load(bt_row + index * block_table_page_stride, mask=ok, other=0).to(tl.int64)
+                    section = (cache_ptr + page * page_stride)[:, None]
+                    k_exp = tl.load(section + scale_at, mask=ok[:, None], other=0).to(tl.int32)
+                    k_fold = FOLD_LIMIT - (tl.max(k_exp, axis=1)[:, None] - k_exp)
+                    if not (query_folds and tl.min(tl.min(k_fold, axis=1), axis=0) >= 0):
+                        x, x2 = load_key_bytes(section, token, ok[:, None], ASM)
+                        j = tile * 64 + m
+                        out_at = out_ptr + (first_row + rr).to(tl.int64)[None, :] * out_stride + j[:, None]
+                        out_ok = (j[:, None] < row_ends[None, :]) & (rr < rows_here)[None, :]
+                        exact_tile(x, x2, k_exp, qa_raw, qb_raw, q_exp, w, out_at, out_ok, ROWS, HEADS, ASM,
+                                   QUERY_FLOAT, DOT_DTYPE)
+            else:
+                # Software pipeline: page ids two tiles ahead, scales and payload one tile ahead, so
+                # the loads of the next tile are in flight while this one is converted and multiplied.
+                index = page_begin + m // 64
                 ok = index < page_end
-                section = (cache_ptr + page_ahead * page_stride)[:, None]
+                page = tl.load(bt_row + index * block_table_page_stride, mask=ok, other=0).to(tl.int64)
+                section = (cache_ptr + page * page_stride)[:, None]
                 k_exp = tl.load(section + scale_at, mask=ok[:, None], other=0).to(tl.int32)
                 x, x2 = load_key_bytes(section, token, ok[:, None], ASM)
-                ahead = index + TILE_PAGES
+                ahead = page_begin + TILE_PAGES + m // 64
                 page_ahead = tl.load(bt_row + ahead * block_table_page_stride, mask=ahead < page_end, other=0).to(tl.int64)
+                for tile in range(page_begin, page_end, TILE_PAGES):
+                    cur_exp, cur_x, cur_x2 = k_exp, x, x2
+                    index = tile + TILE_PAGES + m // 64
+                    ok = index < page_end
+                    section = (cache_ptr + page_ahead * page_stride)[:, None]
+                    k_exp = tl.load(section + scale_at, mask=ok[:, None], other=0).to(tl.int32)
+                    x, x2 = load_key_bytes(section, token, ok[:, None], ASM)
+                    ahead = index + TILE_PAGES
+                    page_ahead = tl.load(bt_row + ahead * block_table_page_stride, mask=ahead < page_end, other=0).to(tl.int64)
 
-                k_max = tl.max(cur_exp, axis=1)
-                k_fold = FOLD_LIMIT - (k_max[:, None] - cur_exp)
-                folds = query_folds and tl.min(tl.min(k_fold, axis=1), axis=0) >= 0
-                j = tile * 64 + m
-                out_at = out_ptr + (first_row + rr).to(tl.int64)[None, :] * out_stride + j[:, None]
-                out_ok = (j[:, None] < row_ends[None, :]) & (rr < rows_here)[None, :]
-                if folds:
-                    ka, kb = key_operands(cur_x, cur_x2, k_fold, ASM)
-                    acc = key_dot(ka, kb, qa, qb, QUERY_FLOAT, DOT_DTYPE)
-                    # relu that keeps NaN (an unquantized query may hold one).
-                    weighted = tl.where(acc < 0, 0, acc).to(tl.float32) * w_folded[None, :]
-                    logits = tl.sum(tl.reshape(weighted, (M, ROWS, HEADS)), axis=2)
-                    tl.store(out_at, logits * power_of_two(k_max, 0.0625)[:, None], mask=out_ok)
-                if not folds:
-                    s = tl.zeros((M, N), dtype=tl.float32)
-                    for g in range(4):
-                        only_g = tl.where(g4 == g, 0, -1)
-                        ka, kb = key_operands(cur_x, cur_x2, tl.zeros_like(cur_exp) + only_g, ASM)
-                        acc = key_dot(ka, kb, qa_raw, qb_raw, QUERY_FLOAT, DOT_DTYPE)
-                        k_scale = power_of_two(tl.sum(tl.where(g4 == g, cur_exp, 0), axis=1), 0.5)
-                        # FP4 query operands are 2 * value; unquantized ones are the value.
-                        q_scale = power_of_two(tl.sum(tl.where(g4 == g, q_exp, 0), axis=1), 1.0 if QUERY_FLOAT else 0.5)
-                        s += acc.to(tl.float32) * (k_scale[:, None] * q_scale[None, :])
-                    # relu that keeps NaN (a NaN group must give a NaN logit).
-                    weighted = tl.where(s < 0.0, 0.0, s) * w[None, :]
-                    tl.store(out_at, tl.sum(tl.reshape(weighted, (M, ROWS, HEADS)), axis=2), mask=out_ok)
+                    k_max = tl.max(cur_exp, axis=1)
+                    k_fold = FOLD_LIMIT - (k_max[:, None] - cur_exp)
+                    folds = query_folds and tl.min(tl.min(k_fold, axis=1), axis=0) >= 0
+                    j = tile * 64 + m
+                    out_at = out_ptr + (first_row + rr).to(tl.int64)[None, :] * out_stride + j[:, None]
+                    out_ok = (j[:, None] < row_ends[None, :]) & (rr < rows_here)[None, :]
+                    if folds:
+                        ka, kb = key_operands(cur_x, cur_x2, k_fold, ASM)
+                        acc = key_dot(ka, kb, qa, qb, QUERY_FLOAT, DOT_DTYPE)
+                        # relu that keeps NaN (an unquantized query may hold one).
+                        weighted = tl.where(acc < 0, 0, acc).to(tl.float32) * w_folded[None, :]
+                        logits = tl.sum(tl.reshape(weighted, (M, ROWS, HEADS)), axis=2)
+                        tl.store(out_at, logits * power_of_two(k_max, 0.0625)[:, None], mask=out_ok)
+                    if MODE == 0:
+                        if not folds:
+                            exact_tile(cur_x, cur_x2, cur_exp, qa_raw, qb_raw, q_exp, w, out_at, out_ok, ROWS, HEADS, ASM,
+                                       QUERY_FLOAT, DOT_DTYPE)
+                    else:
+                        left_out = tl.where(folds, left_out, 1)
+    if MODE == 1:
+        tl.store(flag_at, left_out.to(tl.uint8))
 
 
 def split_plan(requests: int, pages_per_request: int, row_blocks: int, device: torch.device, per_sm: int = 4) -> int:
@@ -312,7 +354,7 @@ def launch_score_paged(
     out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len, **tuning
 ) -> None:
     """Launch the scorer; ``tuning`` (tile_pages, num_warps, num_stages, splits_per_sm, maxnreg,
-    asm) is for benchmarks/score_variants.py and is not part of the API.
+    asm, exact) is for benchmarks/score_variants.py and is not part of the API.
 
     ``q_scales=None``: ``q_payload`` holds unquantized queries float [rows, H, 128], scored as
     bf16 against the FP4 keys (the higher-recall mode)."""
@@ -342,12 +384,24 @@ def launch_score_paged(
     pages_per_split = triton.cdiv(pages_per_split, tile_pages) * tile_pages
     grid = (requests, triton.cdiv(pages_per_request, pages_per_split), row_blocks)
     asm = tuning.get("asm", gpu and torch.version.hip is None and _sixteen_byte_aligned(cache))
-    wrap_triton(score_paged_kernel)[grid](
-        out, out.stride(0), q_payload, q_scales, cache, cache.stride(0), weights, weights.stride(0), weights.stride(1),
-        block_table, block_table.stride(0), block_table.stride(1), query_starts, row_ends, pages_per_split,
-        HEADS=heads, ROWS=rows_per_block, TILE_PAGES=tile_pages, ASM=asm,
-        QUERY_FLOAT=query_float, DOT_DTYPE=tl.bfloat16 if gpu else tl.float32,
-        num_warps=tuning.get("num_warps", 4),
-        num_stages=tuning.get("num_stages", 3),
-        **({"maxnreg": tuning["maxnreg"]} if tuning.get("maxnreg") else {}),
-    )
+    # "inline": both paths in one kernel (the default, measured). "fixup": the folded tiles
+    # first, then the exact path in the programs that flagged a tile (fewer registers in the
+    # hot loop; a benchmark variant until measured).
+    exact = tuning.get("exact", "inline")
+    if exact not in ("inline", "fixup"):
+        raise ValueError(f"exact: expected 'inline' or 'fixup', got {exact!r}")
+    flags = query_starts  # never touched in the one-kernel form (a read-only stand-in)
+    modes = (0,)
+    if exact == "fixup":
+        flags = torch.empty(grid[0] * grid[1] * grid[2], dtype=torch.uint8, device=out.device)
+        modes = (1, 2)
+    for mode in modes:
+        wrap_triton(score_paged_kernel)[grid](
+            out, out.stride(0), q_payload, q_scales, cache, cache.stride(0), weights, weights.stride(0), weights.stride(1),
+            block_table, block_table.stride(0), block_table.stride(1), query_starts, row_ends, pages_per_split, flags,
+            HEADS=heads, ROWS=rows_per_block, TILE_PAGES=tile_pages, ASM=asm,
+            QUERY_FLOAT=query_float, DOT_DTYPE=tl.bfloat16 if gpu else tl.float32, MODE=mode,
+            num_warps=tuning.get("num_warps", 4),
+            num_stages=tuning.get("num_stages", 3),
+            **({"maxnreg": tuning["maxnreg"]} if tuning.get("maxnreg") else {}),
+        )
