@@ -11,18 +11,16 @@ registers, MODE=1/2 the fix-up launch pair. Used to check that a refactor leaves
 SASS without its encoding lines) and to count instructions per tile before a device run.
 """
 
-import inspect
 import os
 import subprocess
 import sys
 
 import triton
-import triton.language as tl
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import importlib  # noqa: E402
+from fp4_inductor.kernels.sm90 import compile_scorer  # noqa: E402
+
 score = importlib.import_module(os.environ.get("SCORE_MODULE", "fp4_inductor.kernels.score"))
 
 OUT = "/tmp/sm90"
@@ -30,25 +28,9 @@ CUOBJDUMP = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/
 
 
 def compile_one(tag: str, rows: int, tile: int, warps: int, stages: int = 3) -> None:
-    fn = score.score_paged_kernel
-    params = list(inspect.signature(fn.fn).parameters)
-    qf = bool(os.environ.get("QF"))
-    query = "*bf16" if qf else "*u8"
-    pointers = {"out_ptr": "*fp32", "q_payload_ptr": query, "q_scales_ptr": query, "cache_ptr": "*u8",
-                "weights_ptr": "*fp32", "block_table_ptr": "*i32", "query_starts_ptr": "*i32", "row_ends_ptr": "*i32",
-                "flags_ptr": "*u8"}
-    const = dict(HEADS=64, ROWS=rows, TILE_PAGES=tile, ASM=True, QUERY_FLOAT=qf, DOT_DTYPE=tl.bfloat16,
-                 MODE=int(os.environ.get("MODE", 0)))
-    const = {k: v for k, v in const.items() if k in params}
-    signature = {p: "constexpr" if p in const else pointers.get(p, "i32") for p in params}
-    # As the launcher specializes them for allocate_merged_cache's layouts: aligned pointers and strides.
-    aligned = set(pointers) | {"out_stride", "page_stride", "weights_stride"}
-    attrs = {(i,): [["tt.divisibility", 16]] for i, p in enumerate(params) if p in aligned}
-    options = {"num_warps": warps, "num_stages": stages}
-    if os.environ.get("MAXNREG"):
-        options["maxnreg"] = int(os.environ["MAXNREG"])
-    compiled = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=const, attrs=attrs),
-                              target=GPUTarget("cuda", 90, 32), options=options)
+    compiled = compile_scorer(score.score_paged_kernel, rows, tile, mode=int(os.environ.get("MODE", 0)),
+                              query_float=bool(os.environ.get("QF")), num_warps=warps, num_stages=stages,
+                              maxnreg=int(os.environ.get("MAXNREG", 0)) or None)
     os.makedirs(OUT, exist_ok=True)
     cubin = f"{OUT}/{tag}.cubin"
     open(cubin, "wb").write(compiled.asm["cubin"])

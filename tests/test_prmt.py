@@ -1,7 +1,8 @@
-"""The scorer's PTX operand builder (``score._PRMT_ASM``) run on the CPU through a small PTX
-emulator: every 16-bit nibble pattern and random words, at every group shift and for a group
-left out, against the E2M1 code table. The GPU tests check it again end to end; this one runs
-in CI, where no GPU is."""
+"""The scorer's PTX operand builder run on the CPU: through a small PTX emulator (every 16-bit
+nibble pattern and random words, at every group shift and for a group left out, against the
+E2M1 code table), and compiled for sm_90 to check the layout Triton gives each call (pack=4 is
+right only where a call sees four consecutive columns of one row). The GPU tests check it again
+end to end; these run in CI, where no GPU is."""
 
 import re
 
@@ -42,6 +43,7 @@ OPS = {
     "or.b32": lambda a, b: a | b,
     "xor.b32": lambda a, b: a ^ b,
     "add.u32": lambda a, b: (a + b) & M32,
+    "sub.u32": lambda a, b: (a - b) & M32,
     "shl.b32": shift_left,  # PTX clamps shift amounts above 32
     "shr.b32": lambda a, b: a >> np.minimum(b, U(32)),
     "prmt.b32": prmt,
@@ -80,15 +82,96 @@ def test_emulator_knows_prmt():
     assert prmt(U(0x0080_7F00), b, U(0x8A9B)) == 0x00FF0000
 
 
+@pytest.mark.parametrize("form", ["bytes", "words"])
 @pytest.mark.parametrize("shift", [-1, 0, 1, 2, 3])
-def test_operand_builder_matches_code_table(shift):
+def test_operand_builder_matches_code_table(shift, form):
     rng = np.random.default_rng(shift + 7)
     low = np.arange(1 << 16, dtype=np.uint64)
     words = np.concatenate([low | (low << U(16)), low, low << U(16),
                             rng.integers(0, 1 << 32, 1 << 16, dtype=np.uint64)])
-    byte = 255 if shift < 0 else shift  # how key_operands passes a group left out
-    regs = run_ptx(str(score._PRMT_ASM.value), {"$2": words, "$3": np.full_like(words, U(byte * 0x01010101))})
-    got = np.concatenate([np.stack([(regs[r] >> U(8 * i)) & U(0xFF) for i in range(4)], 1)
+    # The code tables as key_operands passes them: shifted, or zero for a group left out.
+    lo, hi = (U(0) if shift < 0 else U(t << shift) for t in (0x03020100, 0x0C080604))
+    asm, regs = {"bytes": (score._PRMT_ASM_BYTES, ("$2", "$3", "$7")),
+                 "words": (score._PRMT_ASM_WORDS, ("$2", "$6", "$10"))}[form]
+    # Every other pack=4 copy gets a different value, so reading the wrong one fails.
+    operands = {f"${i}": np.full_like(words, U(0xDEADBEEF)) for i in range(2, 14)}
+    operands.update(zip(regs, (words, np.full_like(words, lo), np.full_like(words, hi))))
+    out = run_ptx(str(asm.value), operands)
+    got = np.concatenate([np.stack([(out[r] >> U(8 * i)) & U(0xFF) for i in range(4)], 1)
                           for r in ("$0", "$1")], 1).astype(np.int64)
     got = np.where(got >= 128, got - 256, got)  # int8
     np.testing.assert_array_equal(got, expected_elements(words, shift))
+
+
+def asm_layouts(ttgir: str) -> list[str]:
+    """The layout of each inline-asm result in a module's Triton GPU IR, aliases resolved."""
+    aliases = dict(re.findall(r"^(#[\w]+) = (.*)$", ttgir, re.M))
+    layouts = []
+    for line in ttgir.splitlines():
+        if "tt.elementwise_inline_asm" in line:
+            for layout in re.findall(r"tensor<\d+x\d+xi8, (#[\w]+|#ttg\.dot_op<\{[^}]*\}>)>", line):
+                layouts.append(aliases.get(layout, layout))
+    return layouts
+
+
+def four_columns_per_call(layout: str) -> bool:
+    """Whether pack=4 groups four consecutive columns of one row in ``layout``."""
+    if "dot_op" in layout:  # int8 dot operands: kWidth consecutive K per thread
+        return int(re.search(r"kWidth = (\d+)", layout).group(1)) % 4 == 0
+    size = re.search(r"sizePerThread = \[([\d, ]+)\]", layout)
+    return size is not None and int(size.group(1).split(",")[-1]) % 4 == 0
+
+
+LAUNCHES = [(0, 1, 2, False), (0, 2, 1, False), (1, 1, 2, False), (1, 2, 1, False), (2, 1, 1, False),
+            (0, 1, 2, True), (1, 2, 1, True)]  # (mode, rows, tile_pages, query_float)
+
+_COMPILE_ALL = """
+import json, sys
+from fp4_inductor.kernels import score
+from fp4_inductor.kernels.sm90 import compile_scorer
+out = {}
+for mode, rows, tile, qf in json.loads(sys.argv[1]):
+    out[str((mode, rows, tile, qf))] = compile_scorer(score.score_paged_kernel, rows, tile, mode=mode, query_float=qf).asm["ttgir"]
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def sm90_ttgir():
+    """The scorer's Triton GPU IR for sm_90 per launch form, compiled by the installed Triton in
+    one fresh process (the tests here run Triton's interpreter, which cannot compile)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    run = subprocess.run([sys.executable, "-c", _COMPILE_ALL, json.dumps(LAUNCHES)], capture_output=True,
+                         text=True, env=env, timeout=600)
+    if run.returncode != 0:
+        if "ptxas" in run.stderr or "NVIDIA" in run.stderr or "backend" in run.stderr.lower():
+            pytest.skip(f"no sm_90 compile with this Triton: {run.stderr[-300:]}")
+        raise AssertionError(run.stderr[-3000:])
+    return json.loads(run.stdout)
+
+
+@pytest.mark.parametrize("launch", LAUNCHES, ids=lambda l: "mode{}-rows{}-tile{}{}".format(*l[:3], "-bf16q" if l[3] else ""))
+def test_builder_layouts_on_sm90(sm90_ttgir, launch):
+    """Compiled for the H200 with the installed Triton: every call of the PTX builder sees four
+    consecutive columns of one row. A Triton that moves the call into another layout (as it does
+    into the bf16 dot operand's, two K per register, when fed from words) fails here instead of
+    scoring wrong on the GPU."""
+    layouts = asm_layouts(sm90_ttgir[str(tuple(launch))])
+    assert layouts, "the PTX builder is missing from the compiled kernel"
+    bad = [layout for layout in layouts if not four_columns_per_call(layout)]
+    assert not bad, f"PTX builder calls in layouts that break pack=4: {bad}"
+
+
+def test_layout_check_refuses_narrow_layouts():
+    """The layout check itself: the layouts Triton picked in the failing cases are refused."""
+    assert not four_columns_per_call("#ttg.blocked<{sizePerThread = [1, 1], threadsPerWarp = [1, 32]}>")
+    assert not four_columns_per_call("#ttg.dot_op<{opIdx = 0, parent = #mma, kWidth = 2}>")
+    assert four_columns_per_call("#ttg.blocked<{sizePerThread = [1, 16], threadsPerWarp = [8, 4]}>")
+    assert four_columns_per_call("#ttg.dot_op<{opIdx = 0, parent = #mma, kWidth = 4}>")

@@ -158,21 +158,28 @@ def test_score_strided_inputs(backend_device, gen):
     assert err < 1e-5
 
 
-@pytest.mark.parametrize("name", ["ragged", "key-spread", "query-spread", "long-verify"])
+@pytest.mark.parametrize("name", ["ragged", "key-spread", "query-spread", "long-verify", "key-spread-1", "query-spread-1"])
 @pytest.mark.parametrize("exact", ["inline", "fixup"])
-def test_exact_path_launch_variants(name, exact, backend_device, gen):
+@pytest.mark.parametrize("tile_pages", [1, 2])
+@pytest.mark.parametrize("query_kind", ["fp4", "bf16"])
+def test_exact_path_launch_variants(name, exact, tile_pages, query_kind, backend_device, gen):
     """The scorer's two launch forms for the exact path (in the hot loop, or a fix-up launch
-    over the programs that flagged a tile) score the same entries, each exactly once."""
+    over the programs that flagged a tile) score the same entries, each exactly once: one and
+    two pages per tile, one-row blocks (the hot kernel's word-fed form), FP4 and bf16 queries."""
     backend, device = backend_device
     if backend != "triton":
         pytest.skip("a launch form of the Triton kernel")
     from fp4_inductor.kernels.score import launch_score_paged
 
-    case = scoring_case(gen, device, heads=32, **CASES[name])
-    query = fp4.quantize_queries(case["q"], backend="triton")
+    spec = dict(CASES[name.removesuffix("-1")])
+    if name.endswith("-1"):
+        spec["query_lens"] = [1] * len(spec["query_lens"])  # max_query_len=1
+    case = scoring_case(gen, device, heads=32, **spec)
+    query = fp4.quantize_queries(case["q"], backend="triton") if query_kind == "fp4" else case["q"]
     layout = (case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"])
     out = torch.full((case["q"].shape[0], case["block_table"].shape[1] * 64), float("nan"), device=device)
-    launch_score_paged(out, *query, *layout, case["max_query_len"], exact=exact)
+    launch_args = query if query_kind == "fp4" else (query, None)
+    launch_score_paged(out, *launch_args, *layout, case["max_query_len"], exact=exact, tile_pages=tile_pages)
     want = float64_scores(query, *layout)
     valid = reference.valid_region(case["query_starts"].cpu(), case["row_ends"].cpu(), want.shape[1])
     got = out.cpu()

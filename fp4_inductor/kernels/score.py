@@ -39,39 +39,40 @@ from .. import formats as F
 
 FOLD_LIMIT = tl.constexpr(3)  # 12 << 3 = 96 still fits int8
 
-# $2: four payload bytes (elements 0..7 of an 8-element run); $3: the run's group shift in each
-# byte (255: a group left out, shl clamps to 0). Out $0: int8 elements 0..3, $1: elements 4..7.
-# Magnitudes come from the constant table by prmt, are shifted in place (at most 12 << 3 = 96,
-# so no byte overflows), and negated bytewise by ((~m & 0x7F) + 1) ^ 0x80, which keeps -0 at 0.
+# The PTX operand builder, one call per payload word (elements 8v + 0..7) with the group's code
+# table: magnitudes 0, 1, 2, 3 | 4, 6, 8, 12 shifted left by the group's fold (all zero for a
+# group left out). Two outputs of packed int8: elements 0..3 and 4..7.
+# prmt's selector nibble is the E2M1 code itself: its sign bit asks prmt to replicate the sign
+# of the selected byte, and every table byte is positive (at most 12 << 3 = 96), so p holds the
+# positive elements' magnitudes (0 where negative) and q, from the sign-flipped codes, the
+# negative ones'. Bytewise p - q without borrows: (p + 0x80 - q) never leaves [32, 224], and
+# xor 0x80 turns that offset byte into the signed one. 11 instructions per 8 elements.
 _PRMT_HALF = """
-and.b32 sel, {x}, 0x7777;
-prmt.b32 mag, tl, th, sel;
-shl.b32 mag, mag, sh;
-not.b32 neg, mag;
-and.b32 neg, neg, 0x7F7F7F7F;
-add.u32 neg, neg, 0x01010101;
-xor.b32 neg, neg, 0x80808080;
-shl.b32 msk, {x}, 4;
-prmt.b32 msk, msk, {x}, 0xD9C8;
-and.b32 neg, neg, msk;
-not.b32 msk, msk;
-and.b32 mag, mag, msk;
-or.b32 {out}, mag, neg;
+prmt.b32 p, {lo}, {hi}, {x};
+prmt.b32 q, {lo}, {hi}, {n};
+add.u32 p, p, 0x80808080;
+sub.u32 p, p, q;
+xor.b32 {out}, p, 0x80808080;
 """
-# One line: Inductor copies the kernel's constexpr globals into its generated code, and a string
-# with newlines does not survive that (an unterminated literal).
-_PRMT_ASM = tl.constexpr(" ".join((
-    """
-{
-.reg .b32 tl, th, sh, sel, mag, neg, msk, hi;
-mov.b32 tl, 0x03020100;
-mov.b32 th, 0x0C080604;
-and.b32 sh, $3, 0xFF;"""
-    + _PRMT_HALF.format(x="$2", out="$0")
-    + "shr.b32 hi, $2, 16;"
-    + _PRMT_HALF.format(x="hi", out="$1")
-    + "}"
-).split()))
+
+
+def _prmt_asm(x: str, lo: str, hi: str) -> str:
+    # One line: Inductor copies the kernel's constexpr globals into its generated code, and a
+    # string with newlines does not survive that (an unterminated literal).
+    return " ".join((
+        "{ .reg .b32 n, h, p, q;"
+        + f"xor.b32 n, {x}, 0x88888888;"
+        + _PRMT_HALF.format(x=x, n="n", lo=lo, hi=hi, out="$0")
+        + f"shr.b32 h, {x}, 16; shr.b32 n, n, 16;"
+        + _PRMT_HALF.format(x="h", n="n", lo=lo, hi=hi, out="$1")
+        + "}"
+    ).split())
+
+
+# pack=4: the asm sees four elements per call. From bytes: $2 holds the four payload bytes, the
+# 32-bit tables arrive four times each ($3-$6, $7-$10). From words: the word too ($2-$5).
+_PRMT_ASM_BYTES = tl.constexpr(_prmt_asm("$2", "$3", "$7"))
+_PRMT_ASM_WORDS = tl.constexpr(_prmt_asm("$2", "$6", "$10"))
 
 
 @triton.jit
@@ -83,33 +84,63 @@ def signed_magnitude(nibble, shift):
 
 
 @triton.jit
-def load_key_bytes(section, token, ok, ASM: tl.constexpr):
-    """Payload bytes of the keys at ``section`` [M, 1] (each key's section) and ``token`` [M, 1].
+def load_key_bytes(cache_ptr, page, page_stride, token, ok, ASM: tl.constexpr, WORDS: tl.constexpr = False):
+    """Payload of the keys at ``page`` [M] (page ids), ``token`` [M, 1] (slot in the page).
 
-    GPU: natural order [M, 64] (twice). Interpreter: the bytes behind columns 4v + i of the
-    ``a`` and ``b`` operands (byte 4v + i // 2 and 4v + 2 + i // 2)."""
-    col = tl.arange(0, 64)[None, :]
+    GPU: the 64 bytes of each key in order, uint8 [M, 64] (twice), or with ``WORDS`` as 16
+    int32 words [M, 16]. Interpreter: the bytes behind columns 4v + i of the ``a`` and ``b``
+    operands (byte 4v + i // 2 and 4v + 2 + i // 2), uint8 [M, 64]."""
     if ASM:
-        x = tl.load(section + (col // 16) * 1024 + token * 16 + col % 16, mask=ok, other=0)
+        if WORDS:
+            w = tl.arange(0, 16)[None, :]
+            words = cache_ptr.to(tl.pointer_type(tl.int32)) + (page * (page_stride // 4))[:, None]
+            x = tl.load(words + (w // 4) * 256 + token * 4 + w % 4, mask=ok, other=0)
+        else:
+            col = tl.arange(0, 64)[None, :]
+            x = tl.load((cache_ptr + page * page_stride)[:, None] + (col // 16) * 1024 + token * 16 + col % 16,
+                        mask=ok, other=0)
         return x, x
     else:
+        col = tl.arange(0, 64)[None, :]
         byte = (col // 4) * 4 + (col % 4) // 2
-        base = section + (byte // 16) * 1024 + token * 16 + byte % 16
+        base = (cache_ptr + page * page_stride)[:, None] + (byte // 16) * 1024 + token * 16 + byte % 16
         return tl.load(base, mask=ok, other=0), tl.load(base + 2, mask=ok, other=0)
 
 
 @triton.jit
-def key_operands(x, x2, shift, ASM: tl.constexpr):
+def widen(per_group, times: tl.constexpr):
+    """[M, G] -> [M, G * times]: each value repeated ``times`` times in place."""
+    M: tl.constexpr = per_group.shape[0]
+    G: tl.constexpr = per_group.shape[1]
+    return tl.reshape(tl.broadcast_to(per_group[:, :, None], (M, G, times)), (M, G * times))
+
+
+@triton.jit
+def key_operands(x, x2, shift, ASM: tl.constexpr, WORDS: tl.constexpr = False):
     """int8 operands (a, b) [M, 64] from ``load_key_bytes``; ``shift`` int32 [M, 4]: left shift
-    per group, -1 for a group left out."""
-    s = tl.reshape(tl.broadcast_to(shift[:, :, None], (shift.shape[0], 4, 16)), (shift.shape[0], 64))
+    per group, -1 for a group left out.
+
+    The PTX builder's pack=4 ties it to its layout: each call must see four consecutive columns
+    of one row. Fed from a byte load, it keeps that load's layout (16 bytes per thread). Fed from
+    words, Triton moves it into the dot operand's layout, which is right only for an int8 dot
+    (four consecutive K per register): the hot loop of integer scoring. tests/test_prmt.py
+    compiles the kernel for sm_90 and checks the layout of every call."""
     if ASM:
-        a, b = tl.inline_asm_elementwise(
-            _PRMT_ASM, "=r,=r,r,r", [x, tl.where(s >= 0, s, 255).to(tl.uint8)],
-            dtype=(tl.int8, tl.int8), is_pure=True, pack=4,
-        )
+        ok = shift >= 0
+        lo = widen(tl.where(ok, 0x03020100 << tl.maximum(shift, 0), 0), 16)
+        hi = widen(tl.where(ok, 0x0C080604 << tl.maximum(shift, 0), 0), 16)
+        if WORDS:
+            a, b = tl.inline_asm_elementwise(
+                _PRMT_ASM_WORDS, "=r,=r" + ",r" * 12, [widen(x, 4), lo, hi], dtype=(tl.int8, tl.int8),
+                is_pure=True, pack=4,
+            )
+        else:
+            a, b = tl.inline_asm_elementwise(
+                _PRMT_ASM_BYTES, "=r,=r" + ",r" * 9, [x, lo, hi], dtype=(tl.int8, tl.int8), is_pure=True, pack=4,
+            )
         return a, b
     else:
+        s = widen(shift, 16)
         nibble_shift = (tl.arange(0, 64)[None, :] % 2) * 4
         a = signed_magnitude(x.to(tl.int32) >> nibble_shift, tl.maximum(s, 0))
         b = signed_magnitude(x2.to(tl.int32) >> nibble_shift, tl.maximum(s, 0))
@@ -205,23 +236,26 @@ def score_paged_kernel(
     QUERY_FLOAT: tl.constexpr = False,
     DOT_DTYPE: tl.constexpr = tl.bfloat16,
     MODE: tl.constexpr = 0,
+    WORDS: tl.constexpr = False,
 ):
-    # MODE 0: both paths in one loop. MODE 1: folded tiles only; each program writes one flag
-    # byte, set when it left a tile out. MODE 2 (launched after 1 on the same grid): the exact
-    # path for the tiles left out, in flagged programs only. 1 + 2 keep the exact path's
-    # registers out of the hot loop.
+    # MODE 0: both paths in one loop, one vote per tile on which to take. MODE 1: the folded
+    # path for every key, no vote; a key that does not fold keeps only its folding groups and
+    # marks its program (one flag byte). MODE 2 (launched after 1 on the same grid): the exact
+    # path for the tiles that do not fold, in marked programs only. 1 + 2 keep the exact path's
+    # registers and the per-tile vote out of the hot loop.
     request = tl.program_id(0)
     split = tl.program_id(1)
     N: tl.constexpr = ROWS * HEADS
     M: tl.constexpr = 64 * TILE_PAGES
 
-    flag_at = flags_ptr + (request * tl.num_programs(1) + split) * tl.num_programs(2) + tl.program_id(2)
-    left_out = 0
+    fewest = tl.full((M,), FOLD_LIMIT, tl.int32)  # MODE 1: each slot's smallest fold seen
     request_start = tl.load(query_starts_ptr + request)
     request_rows = tl.load(query_starts_ptr + request + 1) - request_start
-    if MODE == 2:
-        # A program that left nothing out has nothing to do here.
-        request_rows = tl.where(tl.load(flag_at) != 0, request_rows, 0)
+    if MODE != 0:
+        flag_at = flags_ptr + (request * tl.num_programs(1) + split) * tl.num_programs(2) + tl.program_id(2)
+        if MODE == 2:
+            # A program that left nothing out has nothing to do here.
+            request_rows = tl.where(tl.load(flag_at) != 0, request_rows, 0)
     # Row blocks beyond the launch's (sized from max_query_len) are taken in turn by the
     # same programs: the hint sets the launch shape, never which rows get scored.
     for row_block in range(tl.program_id(2), tl.cdiv(request_rows, ROWS), tl.num_programs(2)):
@@ -262,6 +296,8 @@ def score_paged_kernel(
                 qa_raw, qb_raw = query_operands(q_base, c_ok, tl.zeros_like(q_exp))
                 w_folded = w * power_of_two(q_max, 0.0625)
             w_folded = tl.where(c_ok, w_folded, 0.0)
+            if MODE == 1:
+                fewest = tl.where(query_folds, fewest, -1)  # a query that does not fold: all exact
 
             m = tl.arange(0, M)
             token = (m % 64)[:, None]
@@ -276,7 +312,7 @@ def score_paged_kernel(
                     k_exp = tl.load(section + scale_at, mask=ok[:, None], other=0).to(tl.int32)
                     k_fold = FOLD_LIMIT - (tl.max(k_exp, axis=1)[:, None] - k_exp)
                     if not (query_folds and tl.min(tl.min(k_fold, axis=1), axis=0) >= 0):
-                        x, x2 = load_key_bytes(section, token, ok[:, None], ASM)
+                        x, x2 = load_key_bytes(cache_ptr, page, page_stride, token, ok[:, None], ASM)
                         j = tile * 64 + m
                         out_at = out_ptr + (first_row + rr).to(tl.int64)[None, :] * out_stride + j[:, None]
                         out_ok = (j[:, None] < row_ends[None, :]) & (rr < rows_here)[None, :]
@@ -290,7 +326,7 @@ def score_paged_kernel(
                 page = tl.load(bt_row + index * block_table_page_stride, mask=ok, other=0).to(tl.int64)
                 section = (cache_ptr + page * page_stride)[:, None]
                 k_exp = tl.load(section + scale_at, mask=ok[:, None], other=0).to(tl.int32)
-                x, x2 = load_key_bytes(section, token, ok[:, None], ASM)
+                x, x2 = load_key_bytes(cache_ptr, page, page_stride, token, ok[:, None], ASM, WORDS)
                 ahead = page_begin + TILE_PAGES + m // 64
                 page_ahead = tl.load(bt_row + ahead * block_table_page_stride, mask=ahead < page_end, other=0).to(tl.int64)
                 for tile in range(page_begin, page_end, TILE_PAGES):
@@ -299,18 +335,22 @@ def score_paged_kernel(
                     ok = index < page_end
                     section = (cache_ptr + page_ahead * page_stride)[:, None]
                     k_exp = tl.load(section + scale_at, mask=ok[:, None], other=0).to(tl.int32)
-                    x, x2 = load_key_bytes(section, token, ok[:, None], ASM)
+                    x, x2 = load_key_bytes(cache_ptr, page_ahead, page_stride, token, ok[:, None], ASM, WORDS)
                     ahead = index + TILE_PAGES
                     page_ahead = tl.load(bt_row + ahead * block_table_page_stride, mask=ahead < page_end, other=0).to(tl.int64)
 
                     k_max = tl.max(cur_exp, axis=1)
                     k_fold = FOLD_LIMIT - (k_max[:, None] - cur_exp)
-                    folds = query_folds and tl.min(tl.min(k_fold, axis=1), axis=0) >= 0
+                    if MODE == 1:
+                        folds = True
+                        fewest = tl.minimum(fewest, tl.min(k_fold, axis=1))
+                    else:
+                        folds = query_folds and tl.min(tl.min(k_fold, axis=1), axis=0) >= 0
                     j = tile * 64 + m
                     out_at = out_ptr + (first_row + rr).to(tl.int64)[None, :] * out_stride + j[:, None]
                     out_ok = (j[:, None] < row_ends[None, :]) & (rr < rows_here)[None, :]
                     if folds:
-                        ka, kb = key_operands(cur_x, cur_x2, k_fold, ASM)
+                        ka, kb = key_operands(cur_x, cur_x2, k_fold, ASM, WORDS)
                         acc = key_dot(ka, kb, qa, qb, QUERY_FLOAT, DOT_DTYPE)
                         # relu that keeps NaN (an unquantized query may hold one).
                         weighted = tl.where(acc < 0, 0, acc).to(tl.float32) * w_folded[None, :]
@@ -320,10 +360,15 @@ def score_paged_kernel(
                         if not folds:
                             exact_tile(cur_x, cur_x2, cur_exp, qa_raw, qb_raw, q_exp, w, out_at, out_ok, ROWS, HEADS, ASM,
                                        QUERY_FLOAT, DOT_DTYPE)
-                    else:
-                        left_out = tl.where(folds, left_out, 1)
     if MODE == 1:
-        tl.store(flag_at, left_out.to(tl.uint8))
+        tl.store(flag_at, (tl.min(fewest, axis=0) < 0).to(tl.uint8))
+
+
+def payload_words(mode: int, query_float: bool) -> bool:
+    """Whether a launch feeds the PTX builder payload words (no byte repacking in the loop) rather
+    than bytes: only the fix-up pair's hot kernel with integer scoring, where Triton moves the
+    builder into the int8 dot operand's layout (four consecutive K per register; key_operands)."""
+    return mode == 1 and not query_float
 
 
 def split_plan(requests: int, pages_per_request: int, row_blocks: int, device: torch.device, per_sm: int = 4) -> int:
@@ -377,17 +422,17 @@ def launch_score_paged(
     # longer verify groups are split into row blocks, each still sharing its key reads.
     rows_per_block = min(triton.next_power_of_2(max_query_len), max(1, tuning.get("max_columns", 128) // heads))
     row_blocks = triton.cdiv(max_query_len, rows_per_block)
-    # Measured on the H200 (docs/benchmarks.md): two pages per tile at one row per block,
-    # one page when a block holds 2+ rows (the wider accumulator spills more at two).
-    tile_pages = tuning.get("tile_pages", 2 if rows_per_block == 1 else 1)
+    # Measured on the H200 (docs/benchmarks.md, 2026-12-03): two pages per tile with the fix-up
+    # form, at every verify length.
+    tile_pages = tuning.get("tile_pages", 2)
     pages_per_split = split_plan(requests, pages_per_request, row_blocks, cache.device, tuning.get("splits_per_sm", 4))
     pages_per_split = triton.cdiv(pages_per_split, tile_pages) * tile_pages
     grid = (requests, triton.cdiv(pages_per_request, pages_per_split), row_blocks)
     asm = tuning.get("asm", gpu and torch.version.hip is None and _sixteen_byte_aligned(cache))
-    # "inline": both paths in one kernel (the default, measured). "fixup": the folded tiles
-    # first, then the exact path in the programs that flagged a tile (fewer registers in the
-    # hot loop; a benchmark variant until measured).
-    exact = tuning.get("exact", "inline")
+    # "fixup" (the default): a hot kernel without the exact path and without a per-tile vote,
+    # then the exact path in the programs that marked a key; 1.5-1.7x faster than "inline"
+    # (both paths in one kernel) on the H200 (docs/benchmarks.md).
+    exact = tuning.get("exact", "fixup")
     if exact not in ("inline", "fixup"):
         raise ValueError(f"exact: expected 'inline' or 'fixup', got {exact!r}")
     flags = query_starts  # never touched in the one-kernel form (a read-only stand-in)
@@ -401,6 +446,7 @@ def launch_score_paged(
             block_table, block_table.stride(0), block_table.stride(1), query_starts, row_ends, pages_per_split, flags,
             HEADS=heads, ROWS=rows_per_block, TILE_PAGES=tile_pages, ASM=asm,
             QUERY_FLOAT=query_float, DOT_DTYPE=tl.bfloat16 if gpu else tl.float32, MODE=mode,
+            WORDS=asm and payload_words(mode, query_float),
             num_warps=tuning.get("num_warps", 4),
             num_stages=tuning.get("num_stages", 3),
             **({"maxnreg": tuning["maxnreg"]} if tuning.get("maxnreg") else {}),

@@ -1,0 +1,37 @@
+"""Compile the scorer for sm_90 on any machine: a Triton wheel carries ptxas, so the H200's
+code (Triton IR with layouts, PTX, cubin) can be read without a GPU. Used by
+benchmarks/compile_sm90.py (registers, SASS) and by tests/test_prmt.py (the PTX builder's
+layouts)."""
+
+from __future__ import annotations
+
+import inspect
+
+import triton
+import triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+from .score import payload_words
+
+
+def compile_scorer(kernel, rows: int, tile_pages: int, mode: int = 0, query_float: bool = False,
+                   num_warps: int = 4, num_stages: int = 3, maxnreg: int | None = None):
+    """``kernel`` (score_paged_kernel or a variant of it) as the launcher specializes it for
+    allocate_merged_cache's layouts (16-byte aligned pointers and strides), 64 heads."""
+    params = list(inspect.signature(kernel.fn).parameters)
+    query = "*bf16" if query_float else "*u8"
+    pointers = {"out_ptr": "*fp32", "q_payload_ptr": query, "q_scales_ptr": query, "cache_ptr": "*u8",
+                "weights_ptr": "*fp32", "block_table_ptr": "*i32", "query_starts_ptr": "*i32",
+                "row_ends_ptr": "*i32", "flags_ptr": "*u8"}
+    const = dict(HEADS=64, ROWS=rows, TILE_PAGES=tile_pages, ASM=True, QUERY_FLOAT=query_float,
+                 DOT_DTYPE=tl.bfloat16, MODE=mode, WORDS=payload_words(mode, query_float))
+    const = {k: v for k, v in const.items() if k in params}
+    signature = {p: "constexpr" if p in const else pointers.get(p, "i32") for p in params}
+    aligned = set(pointers) | {"out_stride", "page_stride", "weights_stride"}
+    attrs = {(i,): [["tt.divisibility", 16]] for i, p in enumerate(params) if p in aligned}
+    options = {"num_warps": num_warps, "num_stages": num_stages}
+    if maxnreg:
+        options["maxnreg"] = maxnreg
+    return triton.compile(ASTSource(fn=kernel, signature=signature, constexprs=const, attrs=attrs),
+                          target=GPUTarget("cuda", 90, 32), options=options)
