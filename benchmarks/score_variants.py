@@ -2,7 +2,7 @@
 docs/benchmarks.md). Times are GPU times of the launch replayed in a CUDA graph.
 
 python benchmarks/score_variants.py [--shapes 64x32768x1,...] [--grid "tile_pages=1,2;exact=inline,fixup"]
-                                    [--module path/to/score_variant.py] [--check]
+                                    [--module path/to/score_variant.py] [--check] [--outliers 0.001]
 """
 
 import argparse
@@ -29,8 +29,8 @@ def load_variant(path):
     return module
 
 
-def run_shape(launch, requests, context, next_n, space, check):
-    case = build_scoring_case(requests, context, next_n, 64, torch.device("cuda"))
+def run_shape(launch, requests, context, next_n, space, check, outliers=0.0):
+    case = build_scoring_case(requests, context, next_n, 64, torch.device("cuda"), outliers=outliers)
     query = fp4.quantize_queries(case["q"])
     rows = requests * next_n
     out = torch.empty(rows, context, device="cuda")
@@ -49,8 +49,13 @@ def run_shape(launch, requests, context, next_n, space, check):
             launch(*inputs, **tuning)
             error = ""
             if expected is not None:
+                # Elementwise against the reference op (float32, another summation order): entries
+                # near zero after the weighted head sum make this ~1e-3 for a right kernel.
                 diff = ((out - expected).abs() / expected.abs().clamp_min(1e-3))[valid].max().item()
                 error = f" max rel err {diff:.1e}"
+                if not diff < 0.05:
+                    print(f"  WRONG  B={requests} ctx={context} next_n={next_n} {tuning}{error}: not timed", flush=True)
+                    continue
             us = device_us(lambda: launch(*inputs, **tuning))
         except Exception as exc:
             print(tuning, type(exc).__name__, str(exc)[:300])
@@ -67,10 +72,11 @@ if __name__ == "__main__":
     parser.add_argument("--grid", default="tile_pages=1,2;num_warps=4,8;num_stages=1,3")
     parser.add_argument("--module", default=None, help="a variant of kernels/score.py to time instead")
     parser.add_argument("--check", action="store_true", help="compare each launch with the reference op first")
+    parser.add_argument("--outliers", type=float, default=0.0, help="fraction of keys whose scales take the exact path")
     args = parser.parse_args()
     launch = load_variant(args.module).launch_score_paged
     value = lambda v: int(v) if v.lstrip("-").isdigit() else v  # noqa: E731  (exact=inline,fixup)
     space = {k: [value(v) for v in vals.split(",")] for k, vals in (item.split("=") for item in args.grid.split(";"))}
-    summary = [run_shape(launch, *(int(v) for v in shape.split("x")), space, args.check) for shape in args.shapes.split(",")]
+    summary = [run_shape(launch, *(int(v) for v in shape.split("x")), space, args.check, args.outliers) for shape in args.shapes.split(",")]
     print()
     print("\n".join(summary))

@@ -67,14 +67,21 @@ class Table:
 # --------------------------------------------------------------------------- inputs
 
 
-def build_scoring_case(requests: int, context: int, next_n: int, heads: int, device, seed: int = 0):
+def build_scoring_case(requests: int, context: int, next_n: int, heads: int, device, seed: int = 0,
+                       outliers: float = 0.0):
     """A paged FP4 cache holding ``requests x context`` keys in permuted pages inside merged
-    pages (page stride 8192, index section at offset 1024), and next_n rows per request."""
+    pages (page stride 8192, index section at offset 1024), and next_n rows per request.
+
+    ``outliers``: the fraction of keys with one 32-element group scaled by 2**6, whose group
+    scales then span more than the folded path takes (the scorer's exact path)."""
     g = torch.Generator(device=device).manual_seed(seed)
     pages_per_request = context // F.PAGE_TOKENS
     num_pages = requests * pages_per_request
     _, cache = fp4.allocate_merged_cache(num_pages, page_bytes=8192, index_offset=1024, device=device)
     keys = torch.randn(num_pages * F.PAGE_TOKENS, F.HEAD_DIM, device=device, generator=g, dtype=torch.bfloat16)
+    if outliers:
+        hit = torch.rand(keys.shape[0], device=device, generator=g) < outliers
+        keys.view(-1, F.GROUPS, F.HEAD_DIM // F.GROUPS)[:, 0] *= torch.where(hit, 64.0, 1.0).to(keys.dtype)[:, None]
     fp4.store_keys(keys, cache, torch.arange(keys.shape[0], device=device))
     block_table = torch.randperm(num_pages, device=device, generator=g).view(requests, pages_per_request).int()
     rows = requests * next_n

@@ -209,3 +209,24 @@ def test_unaligned_section(backend_device, gen):
     cache.copy_(case["cache"])
     assert cache.data_ptr() % 4 and cache.stride(0) % 4
     check_against_float64(dict(case, cache=cache), backend, device)
+
+
+def test_sixteen_byte_alignment_decides_the_operand_builder():
+    """The PTX builder only for sections that start 16-byte aligned: storage offset, page
+    stride, and (for real tensors) the address; fake tensors while tracing go by offset and
+    stride."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from fp4_inductor.kernels.score import _sixteen_byte_aligned
+
+    pages = torch.zeros(4, 8192, dtype=torch.uint8)
+    assert _sixteen_byte_aligned(fp4.index_section(pages, offset=1024))
+    assert not _sixteen_byte_aligned(fp4.index_section(torch.zeros(4, 4360, dtype=torch.uint8), offset=0))
+    odd_offset = torch.zeros(4 * 8192, dtype=torch.uint8).as_strided((4, 64, 68), (8192, 68, 1), 1030)
+    assert not _sixteen_byte_aligned(odd_offset)
+    odd_address = torch.zeros(4 * 8192 + 16, dtype=torch.uint8)[1:].as_strided((4, 64, 68), (8192, 68, 1))
+    assert odd_address.storage_offset() == 1 and not _sixteen_byte_aligned(odd_address)
+    with FakeTensorMode() as mode:
+        fake = mode.from_tensor(pages)
+        assert _sixteen_byte_aligned(fp4.index_section(fake, offset=1024))
+        assert not _sixteen_byte_aligned(fake.flatten().as_strided((4, 64, 68), (8192, 68, 1), 1030))

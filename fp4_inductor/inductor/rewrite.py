@@ -154,7 +154,7 @@ def _match_scores(logits: Any) -> Optional[tuple[fx.Node, fx.Node, fx.Node]]:
 
 def _unsqueezed_last(node: Any, rank: int) -> Optional[fx.Node]:
     """A trailing axis added to a rank-``rank`` tensor -> the tensor: ``x.unsqueeze(-1)``,
-    ``x.unsqueeze(rank)``, ``x[..., None]``, ``x[:, ..., None]`` (``rank`` slices), and for
+    ``x.unsqueeze(rank)``, ``x[..., None]``, ``x[:, :, None]`` (``rank`` slices), and for
     rank 1 also ``x.view(-1, 1)`` / ``x.reshape(-1, 1)``."""
     if _name(node) == "unsqueeze" and _arg(node, 1, "dim") in (-1, rank):
         return node.args[0]

@@ -15,14 +15,19 @@ for ``s > 0`` the per-column factor folds into the head weights:
 
     logit[j] = 2**(kmax[j] - 131) * sum_c w[c] 2**(qmax[c] - 131) * relu(acc[j, c])
 
-A tile holding a key whose group scales span more than 2**3 (or a program
-whose query does) takes the exact slow path: one masked dot per group, each
-scaled in float32.
+A key whose group scales span more than 2**3 (or a query that does) takes the
+exact slow path: one masked dot per group, each scaled in float32. By default
+(``exact="fixup"``) that is a second launch: the hot pass scores every key on
+the folded path with no per-tile decision, and a key that does not fold keeps
+only its folding groups and marks its program; the exact pass then rewrites the
+tiles holding such keys, in marked programs only. ``exact="inline"`` keeps both
+paths in one loop with a block-wide vote per tile (1.5-1.7x slower on the H200).
 
-On the GPU, FP4 bytes become int8 operands through a PTX byte permute
-(``prmt``) from an 8-entry table per (key, group): about two instructions per
-element (``_PRMT_ASM``; tests/test_prmt.py runs it through a small PTX emulator
-on the CPU). The interpreter builds the same operands with plain integer ops.
+On the GPU, FP4 bytes become int8 operands through PTX byte permutes (``prmt``)
+from the (key, group)'s code table: 11 instructions per 8 elements
+(``_prmt_asm``; tests/test_prmt.py runs it through a small PTX emulator on the
+CPU, and checks the layouts Triton compiles it into). The interpreter builds the
+same operands with plain integer ops.
 The operand of a key is split in two K=64 halves: ``a`` holds elements
 ``8v + 0..3`` at columns ``4v + 0..3``, ``b`` elements ``8v + 4..7``; the
 query operands use the same order.
@@ -386,20 +391,24 @@ def _sixteen_byte_aligned(cache: torch.Tensor) -> bool:
     consecutive payload bytes into one register; Triton keeps 16 consecutive bytes per thread
     only when it can prove 16-byte alignment, and with less the packs mix columns (measured:
     wrong scores at an odd offset). allocate_merged_cache keeps offsets and strides at
-    multiples of 16; anything else takes the portable integer builder (same results)."""
+    multiples of 16; anything else takes the portable integer builder (same results).
+
+    While tracing (fake or functional tensors) there is no address: the storage is taken as
+    torch allocates it (at least 16-byte aligned), and offset and stride decide."""
     if cache.stride(0) % 16 or cache.storage_offset() % 16:
         return False
-    try:
-        return cache.data_ptr() % 16 == 0
-    except RuntimeError:  # a fake tensor while tracing: torch allocations are 16-byte aligned
+    from torch._subclasses.fake_tensor import is_fake
+
+    if is_fake(cache):
         return True
+    return cache.data_ptr() % 16 == 0
 
 
 def launch_score_paged(
     out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len, **tuning
 ) -> None:
     """Launch the scorer; ``tuning`` (tile_pages, num_warps, num_stages, splits_per_sm, maxnreg,
-    asm, exact) is for benchmarks/score_variants.py and is not part of the API.
+    max_columns, asm, exact) is for benchmarks/score_variants.py and is not part of the API.
 
     ``q_scales=None``: ``q_payload`` holds unquantized queries float [rows, H, 128], scored as
     bf16 against the FP4 keys (the higher-recall mode)."""
