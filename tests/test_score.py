@@ -224,8 +224,11 @@ def test_sixteen_byte_alignment_decides_the_operand_builder():
     assert not _sixteen_byte_aligned(fp4.index_section(torch.zeros(4, 4360, dtype=torch.uint8), offset=0))
     odd_offset = torch.zeros(4 * 8192, dtype=torch.uint8).as_strided((4, 64, 68), (8192, 68, 1), 1030)
     assert not _sixteen_byte_aligned(odd_offset)
-    odd_address = torch.zeros(4 * 8192 + 16, dtype=torch.uint8)[1:].as_strided((4, 64, 68), (8192, 68, 1))
-    assert odd_address.storage_offset() == 1 and not _sixteen_byte_aligned(odd_address)
+    # Offset and stride aligned, the storage itself not (memory from outside torch).
+    odd_address = torch.frombuffer(bytearray(4 * 8192 + 16), dtype=torch.uint8, offset=1)[: 4 * 8192]
+    odd_address = odd_address.as_strided((4, 64, 68), (8192, 68, 1))
+    assert odd_address.storage_offset() == 0 and odd_address.data_ptr() % 16
+    assert not _sixteen_byte_aligned(odd_address)
     with FakeTensorMode() as mode:
         fake = mode.from_tensor(pages)
         assert _sixteen_byte_aligned(fp4.index_section(fake, offset=1024))
