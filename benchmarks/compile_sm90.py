@@ -49,4 +49,4 @@ def compile_one(tag: str, rows: int, tile: int, warps: int, stages: int = 3) -> 
 if __name__ == "__main__":
     for spec in sys.argv[1:] or ["n1,1,2,4", "n2,2,1,4", "n4,4,1,4"]:
         tag, rows, tile, warps = spec.split(",")
-        compile_one(tag, int(rows), int(tile), int(warps))
+        compile_one(tag, int(rows), int(tile), int(warps), int(os.environ.get("STAGES", 3)))

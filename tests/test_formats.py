@@ -10,6 +10,7 @@ import fp4_inductor as fp4
 from fp4_inductor import formats as F
 from fp4_inductor import reference
 
+from conftest import INTERPRETER
 from helpers import merged_cache, random_keys
 
 
@@ -213,3 +214,41 @@ def test_kernel_rounding_at_float_neighbours_of_every_threshold(backend_device):
                    backend=backend)
     diff = (buffer_b.cpu() != buffer).nonzero()
     assert diff.numel() == 0, f"bytes differ at {diff[:4].tolist()}"
+
+
+if INTERPRETER:
+    import triton
+    import triton.language as tl
+
+    from fp4_inductor.kernels.quantize import _e2m1_code
+
+    @triton.jit
+    def _codes_kernel(y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + offs, _e2m1_code(tl.load(y_ptr + offs, mask=offs < n, other=0.0)), mask=offs < n)
+
+
+def _code_points_under_test():
+    """Every finite bf16 value below 2**100 in magnitude, and float32 values around the E2M1 grid:
+    each threshold and code point with its float neighbours, and a dense random sample of [0, 16)."""
+    bits = torch.arange(-(1 << 15), 1 << 15, dtype=torch.int32).to(torch.int16)
+    bf16 = bits.view(torch.bfloat16).float()
+    bf16 = bf16[bf16.abs() < 2.0**100]
+    points = torch.tensor([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 7.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0])
+    near = torch.cat([points, torch.nextafter(points, torch.zeros_like(points)), torch.nextafter(points, points + 1)])
+    dense = torch.rand(1 << 18, generator=torch.Generator().manual_seed(5)) * 16
+    values = torch.cat([bf16, near, dense, 2.0**-140 * torch.arange(1, 9)])  # subnormals too
+    return torch.cat([values, -values])
+
+
+@pytest.mark.interpreter
+@pytest.mark.skipif(not INTERPRETER, reason="needs TRITON_INTERPRET=1 and triton")
+def test_kernel_code_function_matches_threshold_count():
+    """The kernels' E2M1 rounding (one float add on an exponent-dependent magic number) against
+    the reference's threshold count, value by value, sign in bit 3 (zeros included)."""
+    y = _code_points_under_test()
+    out = torch.empty(y.shape, dtype=torch.int32)
+    _codes_kernel[((y.numel() + (1 << 16) - 1) >> 16,)](y, out, y.numel(), BLOCK=1 << 16)
+    want = reference.e2m1_codes(y) | (torch.signbit(y).to(torch.int32) << 3)
+    bad = (out != want).nonzero().flatten()
+    assert bad.numel() == 0, f"{bad.numel()} values differ, e.g. {y[bad[:4]].tolist()}: {out[bad[:4]].tolist()} vs {want[bad[:4]].tolist()}"

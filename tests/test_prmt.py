@@ -103,6 +103,27 @@ def test_operand_builder_matches_code_table(shift, form):
     np.testing.assert_array_equal(got, expected_elements(words, shift))
 
 
+def mul_sat_f32(bits, factor_bits):
+    """PTX mul.sat.f32 (no .ftz) on float32 bit patterns: subnormals kept, the result clamped to
+    [0, 1], NaN results flushed to +0."""
+    a = np.asarray(bits, dtype=np.uint32).view(np.float32).astype(np.float64)
+    b = np.asarray(factor_bits, dtype=np.uint32).view(np.float32).astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        product = (a * b).astype(np.float32)  # exact in float64, one rounding to float32
+    return np.where(np.isnan(product), np.float32(0), np.clip(product, 0, 1)).astype(np.float32)
+
+
+def test_relu_asm_is_relu_times_two_to_minus_22():
+    """The epilogue's FMUL.SAT over every accumulator the folded dot can produce: operands are at
+    most 12 << 3 = 96 in magnitude, so |acc| <= 128 * 96 * 96 < 2**21."""
+    asm = str(score._RELU_ASM.value)
+    m = re.fullmatch(r"mul\.sat\.f32 \$0, \$1, 0f([0-9A-F]{8});", asm)
+    assert m, asm
+    acc = np.arange(-(1 << 21), 1 << 21, dtype=np.int64)
+    got = mul_sat_f32(acc.astype(np.uint32), int(m.group(1), 16))
+    np.testing.assert_array_equal(got, (np.maximum(acc, 0) * 2.0**-22).astype(np.float32))
+
+
 def asm_layouts(ttgir: str) -> list[str]:
     """The layout of each inline-asm result in a module's Triton GPU IR, aliases resolved."""
     aliases = dict(re.findall(r"^(#[\w]+) = (.*)$", ttgir, re.M))

@@ -1,10 +1,13 @@
 """FP4 quantization kernels: keys straight into merged cache pages, and queries.
 
 Both use ``fp4_groups``, the bit-exact twin of ``reference.quantize_fp4``: the
-scale byte comes from the bits of amax (no log2), the codes from counting
-thresholds, so the interpreter, the GPU and the reference agree to the bit.
-Rows are loaded whole (contiguous, vectorized) and split in registers into the
-even and odd elements of each group, so each packed byte is ``even | odd << 4``.
+scale byte comes from the bits of amax (one integer max finds amax and whether
+the group is finite), the codes from one float add on an exponent-dependent
+magic number (no float-to-int conversion), so the interpreter, the GPU and the
+reference agree to the bit. Contiguous bf16 keys are read as int32 words, two
+elements each: the low half is the even element, the high half the odd one, and
+each packed byte is ``even | odd << 4``. Other inputs are loaded whole and split
+in registers.
 """
 
 from __future__ import annotations
@@ -36,20 +39,34 @@ def load_groups(ptr, row_offsets, element_stride, mask, IS_BF16: tl.constexpr):
 
 
 @triton.jit
-def _e2m1_code(y):
-    """Nearest E2M1 code of ``y`` (|y| <= 6), ties to even, with the sign of ``y`` in bit 3.
+def load_bf16_words(ptr, row_offsets, mask):
+    """Contiguous bfloat16 rows of 128 read as 64 int32 words at ``ptr + row_offsets`` (in words)
+    -> (even, odd) float32 [R, 4, 16]: the low half of each word is element 2i, the high half
+    element 2i + 1, so the split costs one shift or mask per element and no shuffles."""
+    w = tl.load(ptr + row_offsets[:, None, None] + tl.arange(0, 4)[None, :, None] * 16 + tl.arange(0, 16)[None, None, :],
+                mask=mask[:, None, None], other=0)
+    return (w << 16).to(tl.float32, bitcast=True), (w & -65536).to(tl.float32, bitcast=True)
 
-    Below 1 the E2M1 step is 0.5: round 2|y| to an integer (the float add rounds to
-    nearest even). From 1 up, E2M1 is a float with one mantissa bit: round the float32
-    mantissa to one bit, nearest even, and read (exponent, bit) as the code. Both give
-    exactly what the reference's threshold count gives.
+
+@triton.jit
+def _e2m1_code(y):
+    """Nearest E2M1 code of ``y`` (finite, |y| < 2**100), ties to even, saturating at 6, with the
+    sign of ``y`` in bit 3.
+
+    The E2M1 grid steps by 0.5 below 2 and by 2**(E - 1) in [2**E, 2**(E + 1)) from there. With
+    E = max(exponent(|y|), 0), the float M = 1.5 * 2**(E + 22) has that step as its ulp, so
+    the float add |y| + M rounds |y| to the grid (nearest, ties to even: the even code is the
+    even multiple of the step) and the difference of the bit patterns counts the steps q.
+    The code is q + 2E (two grid steps per binade from 1 up). Exactly what the reference's
+    threshold count gives (tests/test_formats.py checks every bf16 value and the float
+    neighbours of every threshold).
     """
-    a = tl.abs(y)
-    small = ((a * 2.0 + 12582912.0) - 12582912.0).to(tl.int32)  # 1.5 * 2**23 forces integer rounding
-    bits = a.to(tl.int32, bitcast=True)
-    rounded = (bits + 0x1FFFFF + ((bits >> 22) & 1)) >> 22  # (biased exponent << 1) | mantissa bit
-    code = tl.where(a < 1.0, small, tl.minimum(rounded - 252, 7))
-    return code | ((y.to(tl.int32, bitcast=True) < 0).to(tl.int32) << 3)
+    bits = y.to(tl.int32, bitcast=True)
+    e = tl.maximum(bits & 0x7F800000, 0x3F800000)
+    magic = e + 0x0B400000  # (22 << 23) | 0x400000: 1.5 * 2**(E + 22)
+    steps = (tl.abs(y) + magic.to(tl.float32, bitcast=True)).to(tl.int32, bitcast=True) - magic
+    code = tl.minimum(steps + (e >> 22) - 254, 7)
+    return code | ((bits >> 28) & 8)
 
 
 @triton.jit
@@ -58,13 +75,11 @@ def fp4_groups(even, odd):
 
     Returns (payload int32 [rows, groups, 16] holding byte values, scale int32 [rows, groups]).
     """
-    even_bits = even.to(tl.int32, bitcast=True)
-    odd_bits = odd.to(tl.int32, bitcast=True)
-    nonfinite = (((even_bits >> 23) & 0xFF) == 0xFF).to(tl.int32) + (((odd_bits >> 23) & 0xFF) == 0xFF).to(tl.int32)
-    finite = tl.max(nonfinite, axis=2) == 0
-    amax = tl.maximum(tl.max(tl.abs(even), axis=2), tl.max(tl.abs(odd), axis=2))
-    amax = tl.where(finite, tl.maximum(amax, 7.52316384526264e-37), 1.0)  # floor 2**-120
-    amax_bits = amax.to(tl.int32, bitcast=True)
+    # The largest magnitude as bits: integer order is magnitude order, with Inf and NaN on top,
+    # so one max finds amax and whether the group is finite.
+    top = tl.max(tl.maximum(even.to(tl.int32, bitcast=True) & 0x7FFFFFFF, odd.to(tl.int32, bitcast=True) & 0x7FFFFFFF), axis=2)
+    finite = top < 0x7F800000
+    amax_bits = tl.where(finite, tl.maximum(top, 0x03800000), 0x3F800000)  # floor 2**-120
     scale = (amax_bits >> 23) - 2 + ((amax_bits & 0x7FFFFF) > 0x400000).to(tl.int32)
     scale = tl.minimum(tl.maximum(scale, 0), 254)
     inv_scale = ((254 - scale) << 23).to(tl.float32, bitcast=True)[:, :, None]
@@ -85,11 +100,15 @@ def store_keys_kernel(
     capacity,
     IS_BF16: tl.constexpr,
     BLOCK_T: tl.constexpr,
+    WORDS: tl.constexpr = False,
 ):
     row = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
     slot = tl.load(slots_ptr + row, mask=row < n, other=-1).to(tl.int64)
     ok = (slot >= 0) & (slot < capacity)
-    even, odd = load_groups(keys_ptr, row.to(tl.int64) * key_stride, element_stride, row < n, IS_BF16)
+    if WORDS:
+        even, odd = load_bf16_words(keys_ptr, row.to(tl.int64) * key_stride, row < n)
+    else:
+        even, odd = load_groups(keys_ptr, row.to(tl.int64) * key_stride, element_stride, row < n, IS_BF16)
     payload, scale = fp4_groups(even, odd)
     g = tl.arange(0, 4)[None, :, None]
     i = tl.arange(0, 16)[None, None, :]
@@ -132,10 +151,16 @@ def launch_store_keys(keys: torch.Tensor, cache: torch.Tensor, slots: torch.Tens
     if n == 0 or cache.shape[0] == 0:
         return
     source, is_bf16 = _float_source(keys)
+    key_stride = keys.stride(0)
+    # bf16 rows with unit element stride and even row stride and offset are read as int32 words
+    # (two elements each): no element split in registers.
+    words = is_bf16 and keys.stride(1) == 1 and key_stride % 2 == 0 and keys.storage_offset() % 2 == 0
+    if words:
+        source, key_stride = keys.view(torch.int32), key_stride // 2
     block = tuning.get("block", 16)
     wrap_triton(store_keys_kernel)[(triton.cdiv(n, block),)](
-        source, keys.stride(0), keys.stride(1), slots, cache, cache.stride(0), n, cache.shape[0] * F.PAGE_TOKENS,
-        IS_BF16=is_bf16, BLOCK_T=block, num_warps=tuning.get("num_warps", 2),
+        source, key_stride, keys.stride(1), slots, cache, cache.stride(0), n, cache.shape[0] * F.PAGE_TOKENS,
+        IS_BF16=is_bf16, BLOCK_T=block, WORDS=words, num_warps=tuning.get("num_warps", 2),
     )
 
 
