@@ -160,7 +160,7 @@ def launch_store_keys(keys: torch.Tensor, cache: torch.Tensor, slots: torch.Tens
     block = tuning.get("block", 16)
     wrap_triton(store_keys_kernel)[(triton.cdiv(n, block),)](
         source, key_stride, keys.stride(1), slots, cache, cache.stride(0), n, cache.shape[0] * F.PAGE_TOKENS,
-        IS_BF16=is_bf16, BLOCK_T=block, WORDS=words, num_warps=tuning.get("num_warps", 2),
+        IS_BF16=is_bf16, BLOCK_T=block, WORDS=words, num_warps=tuning.get("num_warps", 1),
     )
 
 
