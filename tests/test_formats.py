@@ -10,7 +10,7 @@ import fp4_inductor as fp4
 from fp4_inductor import formats as F
 from fp4_inductor import reference
 
-from conftest import INTERPRETER
+from conftest import HAS_TRITON, INTERPRETER, gpu
 from helpers import merged_cache, random_keys
 
 
@@ -178,7 +178,7 @@ def test_kernel_rounding_ties_and_code_points(backend_device):
         rows.append(torch.cat([group * 2.0**exponent, group.flip(0) * 2.0**exponent, group, -group]))
     keys = torch.stack(rows)
     buffer, cache = merged_cache(1, "cpu")
-    buffer_b = buffer.to(device)
+    buffer_b = buffer.clone().to(device)  # a copy on the CPU too (.to("cpu") would alias)
     reference.store_keys(keys, cache, torch.arange(keys.shape[0]))
     slots = torch.arange(keys.shape[0], device=device)
     fp4.store_keys(keys.to(device), fp4.index_section(buffer_b, 1024), slots, backend=backend)
@@ -190,7 +190,7 @@ def test_store_keys_strided_keys(backend_device, gen):
     wide = random_keys(40, gen, torch.bfloat16).repeat_interleave(2, dim=1)  # [40, 256]
     keys = wide[:, ::2]  # element stride 2
     buffer, cache = merged_cache(2, "cpu", gen=gen)
-    buffer_b = buffer.to(device)
+    buffer_b = buffer.clone().to(device)  # a copy on the CPU too (.to("cpu") would alias)
     reference.store_keys(keys.contiguous(), cache, torch.arange(40))
     fp4.store_keys(keys.to(device), fp4.index_section(buffer_b, 1024), torch.arange(40, device=device), backend=backend)
     assert torch.equal(buffer_b.cpu(), buffer)
@@ -208,7 +208,7 @@ def test_kernel_rounding_at_float_neighbours_of_every_threshold(backend_device):
     groups = torch.cat([values, torch.full((values.shape[0], 1), 6.0)], dim=1)  # amax 6 -> scale 2**0
     keys = torch.cat([groups * 2.0**e for e in (-30, 0, 17)]).view(-1, 128)
     buffer, cache = merged_cache(1, "cpu")
-    buffer_b = buffer.to(device)
+    buffer_b = buffer.clone().to(device)  # a copy on the CPU too (.to("cpu") would alias)
     reference.store_keys(keys, cache, torch.arange(keys.shape[0]))
     fp4.store_keys(keys.to(device), fp4.index_section(buffer_b, 1024), torch.arange(keys.shape[0], device=device),
                    backend=backend)
@@ -216,7 +216,7 @@ def test_kernel_rounding_at_float_neighbours_of_every_threshold(backend_device):
     assert diff.numel() == 0, f"bytes differ at {diff[:4].tolist()}"
 
 
-if INTERPRETER:
+if HAS_TRITON:
     import triton
     import triton.language as tl
 
@@ -241,14 +241,77 @@ def _code_points_under_test():
     return torch.cat([values, -values])
 
 
-@pytest.mark.interpreter
-@pytest.mark.skipif(not INTERPRETER, reason="needs TRITON_INTERPRET=1 and triton")
-def test_kernel_code_function_matches_threshold_count():
+@pytest.mark.parametrize("device", [
+    pytest.param("cpu", marks=[pytest.mark.interpreter, pytest.mark.skipif(not INTERPRETER, reason="needs TRITON_INTERPRET=1 and triton")]),
+    pytest.param("cuda", marks=[pytest.mark.gpu, gpu]),
+])
+def test_kernel_code_function_matches_threshold_count(device):
     """The kernels' E2M1 rounding (one float add on an exponent-dependent magic number) against
-    the reference's threshold count, value by value, sign in bit 3 (zeros included)."""
+    the reference's threshold count, value by value, sign in bit 3 (zeros included); on the GPU
+    too, where the compiler's choices (contraction, flushing) could differ."""
     y = _code_points_under_test()
-    out = torch.empty(y.shape, dtype=torch.int32)
-    _codes_kernel[((y.numel() + (1 << 16) - 1) >> 16,)](y, out, y.numel(), BLOCK=1 << 16)
+    out = torch.empty(y.shape, dtype=torch.int32, device=device)
+    _codes_kernel[((y.numel() + 4095) >> 12,)](y.to(device), out, y.numel(), BLOCK=4096)
+    out = out.cpu()
     want = reference.e2m1_codes(y) | (torch.signbit(y).to(torch.int32) << 3)
     bad = (out != want).nonzero().flatten()
     assert bad.numel() == 0, f"{bad.numel()} values differ, e.g. {y[bad[:4]].tolist()}: {out[bad[:4]].tolist()} vs {want[bad[:4]].tolist()}"
+
+
+def edge_groups():
+    """Keys whose groups are the quantizer's edge cases: all zero, all -0.0, largest magnitude
+    below the 2**-120 floor, float32 subnormals only, +Inf, -Inf, -NaN, saturating values."""
+    tiny = torch.full((32,), 2.0**-126) * torch.linspace(-1, 1, 32)
+    groups = [
+        torch.zeros(32), torch.full((32,), -0.0), torch.linspace(-1, 1, 32) * 2.0**-121, tiny * 2.0**-10,
+        torch.cat([torch.ones(31), torch.tensor([float("inf")])]),
+        torch.cat([torch.tensor([float("-inf")]), torch.ones(31)]),
+        torch.cat([torch.tensor([-float("nan")]), torch.ones(31)]),
+        torch.linspace(-7, 7, 32) * 2.0**100, torch.linspace(-3e38, 3e38, 32),
+        torch.linspace(-1, 1, 32) * 2.0**-120,
+    ]
+    groups += [torch.randn(32, generator=torch.Generator().manual_seed(3))] * (-len(groups) % 4)
+    return torch.stack(groups).view(-1, 128)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16-words", "fp32"])
+def test_store_keys_edge_groups(dtype, backend_device):
+    """Zero, -0.0, subnormal, Inf, NaN and floor-scale groups, bit-exact against the reference
+    (bf16 keys take the kernel's word path, float32 keys the element path)."""
+    backend, device = backend_device
+    keys = edge_groups().to(dtype)
+    buffer, cache = merged_cache(1, "cpu")
+    buffer_b = buffer.clone().to(device)  # a copy on the CPU too (.to("cpu") would alias)
+    reference.store_keys(keys, cache, torch.arange(keys.shape[0]))
+    fp4.store_keys(keys.to(device), fp4.index_section(buffer_b, 1024), torch.arange(keys.shape[0], device=device),
+                   backend=backend)
+    diff = (buffer_b.cpu() != buffer).nonzero()
+    assert diff.numel() == 0, f"bytes differ at {diff[:4].tolist()}"
+
+
+def test_word_path_needs_four_byte_aligned_rows(gen):
+    """bf16 keys are read as int32 words only where every row starts 4-byte aligned: unit element
+    stride, even row stride and offset, and (for real tensors) an even address; an address at
+    2 mod 4 takes the element path and stores the same bytes."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from fp4_inductor.kernels.quantize import _word_aligned
+
+    keys = random_keys(6, gen, torch.bfloat16)
+    assert _word_aligned(keys)
+    assert not _word_aligned(random_keys(6, gen, torch.bfloat16).repeat(1, 2)[:, 1:129])  # odd offset
+    assert not _word_aligned(torch.zeros(6, 129, dtype=torch.bfloat16)[:, :128])  # odd row stride
+    assert not _word_aligned(torch.zeros(6, 256, dtype=torch.bfloat16)[:, ::2])
+    raw = bytearray(2 + keys.numel() * 2)
+    shifted = torch.frombuffer(raw, dtype=torch.bfloat16, offset=2).view(6, 128)
+    shifted.copy_(keys)
+    if shifted.data_ptr() % 4 == 2:
+        assert shifted.storage_offset() == 0 and not _word_aligned(shifted)
+    with FakeTensorMode():
+        assert _word_aligned(torch.empty(6, 128, dtype=torch.bfloat16))
+    if INTERPRETER:
+        buffer, cache = merged_cache(1, "cpu")
+        want = buffer.clone()
+        reference.store_keys(keys, fp4.index_section(want, 1024), torch.arange(6))
+        fp4.store_keys(shifted, cache, torch.arange(6), backend="triton")
+        assert torch.equal(buffer, want)

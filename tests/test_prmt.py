@@ -113,15 +113,17 @@ def mul_sat_f32(bits, factor_bits):
     return np.where(np.isnan(product), np.float32(0), np.clip(product, 0, 1)).astype(np.float32)
 
 
-def test_relu_asm_is_relu_times_two_to_minus_22():
+def test_relu_asm_is_relu_undone_by_the_kernels_factor():
     """The epilogue's FMUL.SAT over every accumulator the folded dot can produce: operands are at
     most 12 << 3 = 96 in magnitude, so |acc| <= 128 * 96 * 96 < 2**21."""
     asm = str(score._RELU_ASM.value)
-    m = re.fullmatch(r"mul\.sat\.f32 \$0, \$1, 0f([0-9A-F]{8});", asm)
+    m = re.fullmatch(r"mul\.rn\.sat\.f32 \$0, \$1, 0f([0-9A-F]{8});", asm)
     assert m, asm
     acc = np.arange(-(1 << 21), 1 << 21, dtype=np.int64)
     got = mul_sat_f32(acc.astype(np.uint32), int(m.group(1), 16))
-    np.testing.assert_array_equal(got, (np.maximum(acc, 0) * 2.0**-22).astype(np.float32))
+    # The kernel multiplies the head sum back by _RELU_UNSCALE: it must undo the asm's factor.
+    unscale = float(score._RELU_UNSCALE.value)
+    np.testing.assert_array_equal(got.astype(np.float64) * unscale, np.maximum(acc, 0).astype(np.float64))
 
 
 def asm_layouts(ttgir: str) -> list[str]:

@@ -4,8 +4,8 @@ Both use ``fp4_groups``, the bit-exact twin of ``reference.quantize_fp4``: the
 scale byte comes from the bits of amax (one integer max finds amax and whether
 the group is finite), the codes from one float add on an exponent-dependent
 magic number (no float-to-int conversion), so the interpreter, the GPU and the
-reference agree to the bit. Contiguous bf16 keys are read as int32 words, two
-elements each: the low half is the even element, the high half the odd one, and
+reference agree to the bit. bf16 keys with unit element stride and 4-byte aligned
+rows are read as int32 words, two elements each: the low half is the even element, the high half the odd one, and
 each packed byte is ``even | odd << 4``. Other inputs are loaded whole and split
 in registers.
 """
@@ -106,7 +106,8 @@ def store_keys_kernel(
     slot = tl.load(slots_ptr + row, mask=row < n, other=-1).to(tl.int64)
     ok = (slot >= 0) & (slot < capacity)
     if WORDS:
-        even, odd = load_bf16_words(keys_ptr, row.to(tl.int64) * key_stride, row < n)
+        # keys_ptr is the bf16 keys' int16 view, every row 4-byte aligned (the launcher checks).
+        even, odd = load_bf16_words(keys_ptr.to(tl.pointer_type(tl.int32)), row.to(tl.int64) * (key_stride // 2), row < n)
     else:
         even, odd = load_groups(keys_ptr, row.to(tl.int64) * key_stride, element_stride, row < n, IS_BF16)
     payload, scale = fp4_groups(even, odd)
@@ -146,17 +147,27 @@ def _float_source(x: torch.Tensor) -> tuple[torch.Tensor, bool]:
     return x, False
 
 
+def _word_aligned(keys: torch.Tensor) -> bool:
+    """Whether every row of 2-byte ``keys`` starts at a 4-byte boundary with unit element stride.
+    While tracing (fake tensors) there is no address: offset and strides decide, the storage
+    taken as torch allocates it."""
+    if keys.stride(1) != 1 or keys.stride(0) % 2 or keys.storage_offset() % 2:
+        return False
+    from torch._subclasses.fake_tensor import is_fake
+
+    return is_fake(keys) or keys.data_ptr() % 4 == 0
+
+
 def launch_store_keys(keys: torch.Tensor, cache: torch.Tensor, slots: torch.Tensor, **tuning) -> None:
     n = keys.shape[0]
     if n == 0 or cache.shape[0] == 0:
         return
     source, is_bf16 = _float_source(keys)
     key_stride = keys.stride(0)
-    # bf16 rows with unit element stride and even row stride and offset are read as int32 words
-    # (two elements each): no element split in registers.
-    words = is_bf16 and keys.stride(1) == 1 and key_stride % 2 == 0 and keys.storage_offset() % 2 == 0
-    if words:
-        source, key_stride = keys.view(torch.int32), key_stride // 2
+    # bf16 rows whose every row starts 4-byte aligned are read as int32 words (two elements
+    # each): no element split in registers. The kernel reinterprets the int16 pointer itself:
+    # a dtype view here would make Inductor copy the keys to a contiguous buffer and back.
+    words = is_bf16 and _word_aligned(keys)
     block = tuning.get("block", 16)
     wrap_triton(store_keys_kernel)[(triton.cdiv(n, block),)](
         source, key_stride, keys.stride(1), slots, cache, cache.stride(0), n, cache.shape[0] * F.PAGE_TOKENS,

@@ -28,7 +28,7 @@ from the (key, group)'s code table: 11 instructions per 8 elements
 (``_prmt_asm``; tests/test_prmt.py runs it through a small PTX emulator on the
 CPU, and checks the layouts Triton compiles it into). The interpreter builds the
 same operands with plain integer ops. The epilogue takes relu and the int-to-float
-conversion in one ``mul.sat.f32`` of the accumulator's bits (``_RELU_ASM``).
+conversion in one ``mul.rn.sat.f32`` of the accumulator's bits (``_RELU_ASM``).
 The operand of a key is split in two K=64 halves: ``a`` holds elements
 ``8v + 0..3`` at columns ``4v + 0..3``, ``b`` elements ``8v + 4..7``; the
 query operands use the same order.
@@ -78,7 +78,9 @@ def _prmt_asm(x: str, lo: str, hi: str) -> str:
 # relu(acc) * 2**-22 as float32 bits, from int32 acc with |acc| <= 128 * 96 * 96 < 2**21 (the hot
 # loop's epilogue; tests/test_prmt.py runs it through the emulator). PTX mul without .ftz keeps
 # subnormal inputs; .sat clamps to [0, 1] and flushes NaN to +0.
-_RELU_ASM = tl.constexpr("mul.sat.f32 $0, $1, 0f7F000000;")
+_RELU_ASM = tl.constexpr("mul.rn.sat.f32 $0, $1, 0f7F000000;")
+# The factor the asm leaves on relu(acc): 2**-149 (the subnormal reading) * 2**127.
+_RELU_UNSCALE = tl.constexpr(2.0**22)
 
 # pack=4: the asm sees four elements per call. From bytes: $2 holds the four payload bytes, the
 # 32-bit tables arrive four times each ($3-$6, $7-$10). From words: the word too ($2-$5).
@@ -370,7 +372,7 @@ def score_paged_kernel(
                             # which .sat makes 0. No integer max, no int-to-float conversion.
                             relu = tl.inline_asm_elementwise(_RELU_ASM, "=r,r", [acc], dtype=tl.int32, is_pure=True, pack=1)
                             weighted = relu.to(tl.float32, bitcast=True) * w_folded[None, :]
-                            logits = tl.sum(tl.reshape(weighted, (M, ROWS, HEADS)), axis=2) * 4194304.0
+                            logits = tl.sum(tl.reshape(weighted, (M, ROWS, HEADS)), axis=2) * _RELU_UNSCALE
                         else:
                             # relu that keeps NaN (an unquantized query may hold one).
                             weighted = tl.where(acc < 0, 0, acc).to(tl.float32) * w_folded[None, :]
