@@ -167,6 +167,18 @@ def test_dequantize_queries_inverts_layout(gen):
     assert torch.equal(back, direct)
 
 
+def assert_store_matches_reference(keys, backend, device, pages=1, gen=None):
+    """Keys stored at slots 0..n-1 by the backend into a copy of a noisy merged cache (a copy on
+    the CPU too: .to("cpu") would alias it) equal the reference's bytes, the noise included."""
+    buffer, cache = merged_cache(pages, "cpu", gen=gen)
+    buffer_b = buffer.clone().to(device)
+    reference.store_keys(keys.contiguous(), cache, torch.arange(keys.shape[0]))
+    fp4.store_keys(keys.to(device), fp4.index_section(buffer_b, 1024), torch.arange(keys.shape[0], device=device),
+                   backend=backend)
+    diff = (buffer_b.cpu() != buffer).nonzero()
+    assert diff.numel() == 0, f"bytes differ at [page, byte] {diff[:4].tolist()}"
+
+
 def test_kernel_rounding_ties_and_code_points(backend_device):
     """Every code point and every tie, at several scales, through each backend's store path."""
     backend, device = backend_device
@@ -176,24 +188,13 @@ def test_kernel_rounding_ties_and_code_points(backend_device):
     rows = []
     for exponent in (-20, -3, 0, 5, 40):
         rows.append(torch.cat([group * 2.0**exponent, group.flip(0) * 2.0**exponent, group, -group]))
-    keys = torch.stack(rows)
-    buffer, cache = merged_cache(1, "cpu")
-    buffer_b = buffer.clone().to(device)  # a copy on the CPU too (.to("cpu") would alias)
-    reference.store_keys(keys, cache, torch.arange(keys.shape[0]))
-    slots = torch.arange(keys.shape[0], device=device)
-    fp4.store_keys(keys.to(device), fp4.index_section(buffer_b, 1024), slots, backend=backend)
-    assert torch.equal(buffer_b.cpu(), buffer)
+    assert_store_matches_reference(torch.stack(rows), backend, device)
 
 
 def test_store_keys_strided_keys(backend_device, gen):
     backend, device = backend_device
     wide = random_keys(40, gen, torch.bfloat16).repeat_interleave(2, dim=1)  # [40, 256]
-    keys = wide[:, ::2]  # element stride 2
-    buffer, cache = merged_cache(2, "cpu", gen=gen)
-    buffer_b = buffer.clone().to(device)  # a copy on the CPU too (.to("cpu") would alias)
-    reference.store_keys(keys.contiguous(), cache, torch.arange(40))
-    fp4.store_keys(keys.to(device), fp4.index_section(buffer_b, 1024), torch.arange(40, device=device), backend=backend)
-    assert torch.equal(buffer_b.cpu(), buffer)
+    assert_store_matches_reference(wide[:, ::2], backend, device, pages=2, gen=gen)  # element stride 2
 
 
 def test_kernel_rounding_at_float_neighbours_of_every_threshold(backend_device):
@@ -207,13 +208,7 @@ def test_kernel_rounding_at_float_neighbours_of_every_threshold(backend_device):
     values = torch.cat([values, torch.zeros(-len(values) % 124)]).view(-1, 31)  # whole keys of 4 groups
     groups = torch.cat([values, torch.full((values.shape[0], 1), 6.0)], dim=1)  # amax 6 -> scale 2**0
     keys = torch.cat([groups * 2.0**e for e in (-30, 0, 17)]).view(-1, 128)
-    buffer, cache = merged_cache(1, "cpu")
-    buffer_b = buffer.clone().to(device)  # a copy on the CPU too (.to("cpu") would alias)
-    reference.store_keys(keys, cache, torch.arange(keys.shape[0]))
-    fp4.store_keys(keys.to(device), fp4.index_section(buffer_b, 1024), torch.arange(keys.shape[0], device=device),
-                   backend=backend)
-    diff = (buffer_b.cpu() != buffer).nonzero()
-    assert diff.numel() == 0, f"bytes differ at {diff[:4].tolist()}"
+    assert_store_matches_reference(keys, backend, device)
 
 
 if HAS_TRITON:
@@ -280,13 +275,7 @@ def test_store_keys_edge_groups(dtype, backend_device):
     (bf16 keys take the kernel's word path, float32 keys the element path)."""
     backend, device = backend_device
     keys = edge_groups().to(dtype)
-    buffer, cache = merged_cache(1, "cpu")
-    buffer_b = buffer.clone().to(device)  # a copy on the CPU too (.to("cpu") would alias)
-    reference.store_keys(keys, cache, torch.arange(keys.shape[0]))
-    fp4.store_keys(keys.to(device), fp4.index_section(buffer_b, 1024), torch.arange(keys.shape[0], device=device),
-                   backend=backend)
-    diff = (buffer_b.cpu() != buffer).nonzero()
-    assert diff.numel() == 0, f"bytes differ at {diff[:4].tolist()}"
+    assert_store_matches_reference(keys, backend, device)
 
 
 def test_word_path_needs_four_byte_aligned_rows(gen):
