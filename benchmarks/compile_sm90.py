@@ -7,7 +7,7 @@ A Triton wheel carries ptxas and cuobjdump, so the H200's code can be read anywh
     /tmp/t36/bin/python benchmarks/compile_sm90.py TAG,ROWS,TILE_PAGES,WARPS [...]
 
 Writes /tmp/sm90/TAG.{ttgir,ptx,sass}. QF=1 compiles the bf16-query mode; MAXNREG=n caps
-registers, MODE=1/2 the fix-up launch pair. Used to check that a refactor leaves the compiled kernel byte-identical (diff the
+registers, MODE=1/2 the fix-up launch pair, STAGES=n Triton's num_stages (3). Used to check that a refactor leaves the compiled kernel byte-identical (diff the
 SASS without its encoding lines) and to count instructions per tile before a device run.
 """
 

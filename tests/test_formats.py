@@ -291,11 +291,11 @@ def test_word_path_needs_four_byte_aligned_rows(gen):
     assert not _word_aligned(random_keys(6, gen, torch.bfloat16).repeat(1, 2)[:, 1:129])  # odd offset
     assert not _word_aligned(torch.zeros(6, 129, dtype=torch.bfloat16)[:, :128])  # odd row stride
     assert not _word_aligned(torch.zeros(6, 256, dtype=torch.bfloat16)[:, ::2])
-    raw = bytearray(2 + keys.numel() * 2)
-    shifted = torch.frombuffer(raw, dtype=torch.bfloat16, offset=2).view(6, 128)
+    raw = bytearray(4 + keys.numel() * 2)
+    base = torch.frombuffer(raw, dtype=torch.uint8).data_ptr()
+    shifted = torch.frombuffer(raw, dtype=torch.bfloat16, offset=(2 - base) % 4, count=keys.numel()).view(6, 128)
     shifted.copy_(keys)
-    if shifted.data_ptr() % 4 == 2:
-        assert shifted.storage_offset() == 0 and not _word_aligned(shifted)
+    assert shifted.data_ptr() % 4 == 2 and shifted.storage_offset() == 0 and not _word_aligned(shifted)
     with FakeTensorMode():
         assert _word_aligned(torch.empty(6, 128, dtype=torch.bfloat16))
     if INTERPRETER:

@@ -5,9 +5,9 @@ scale byte comes from the bits of amax (one integer max finds amax and whether
 the group is finite), the codes from one float add on an exponent-dependent
 magic number (no float-to-int conversion), so the interpreter, the GPU and the
 reference agree to the bit. bf16 keys with unit element stride and 4-byte aligned
-rows are read as int32 words, two elements each: the low half is the even element, the high half the odd one, and
-each packed byte is ``even | odd << 4``. Other inputs are loaded whole and split
-in registers.
+rows are read as int32 words, two elements each: the low half is the even
+element, the high half the odd one, and each packed byte is ``even | odd << 4``.
+Other inputs are loaded whole and split in registers.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import triton.language as tl
 from torch.library import wrap_triton
 
 from .. import formats as F
+from . import rows_aligned
 
 
 @triton.jit
@@ -40,7 +41,7 @@ def load_groups(ptr, row_offsets, element_stride, mask, IS_BF16: tl.constexpr):
 
 @triton.jit
 def load_bf16_words(ptr, row_offsets, mask):
-    """Contiguous bfloat16 rows of 128 read as 64 int32 words at ``ptr + row_offsets`` (in words)
+    """bfloat16 rows of 128 (unit element stride) read as 64 int32 words at ``ptr + row_offsets`` (in words)
     -> (even, odd) float32 [R, 4, 16]: the low half of each word is element 2i, the high half
     element 2i + 1, so the split costs one shift or mask per element and no shuffles."""
     w = tl.load(ptr + row_offsets[:, None, None] + tl.arange(0, 4)[None, :, None] * 16 + tl.arange(0, 16)[None, None, :],
@@ -148,14 +149,9 @@ def _float_source(x: torch.Tensor) -> tuple[torch.Tensor, bool]:
 
 
 def _word_aligned(keys: torch.Tensor) -> bool:
-    """Whether every row of 2-byte ``keys`` starts at a 4-byte boundary with unit element stride.
-    While tracing (fake tensors) there is no address: offset and strides decide, the storage
-    taken as torch allocates it."""
-    if keys.stride(1) != 1 or keys.stride(0) % 2 or keys.storage_offset() % 2:
-        return False
-    from torch._subclasses.fake_tensor import is_fake
-
-    return is_fake(keys) or keys.data_ptr() % 4 == 0
+    """Whether 2-byte ``keys`` can be read as int32 words: unit element stride, every row
+    starting at a 4-byte boundary."""
+    return keys.stride(1) == 1 and rows_aligned(keys, 4)
 
 
 def launch_store_keys(keys: torch.Tensor, cache: torch.Tensor, slots: torch.Tensor, **tuning) -> None:
@@ -163,14 +159,13 @@ def launch_store_keys(keys: torch.Tensor, cache: torch.Tensor, slots: torch.Tens
     if n == 0 or cache.shape[0] == 0:
         return
     source, is_bf16 = _float_source(keys)
-    key_stride = keys.stride(0)
     # bf16 rows whose every row starts 4-byte aligned are read as int32 words (two elements
     # each): no element split in registers. The kernel reinterprets the int16 pointer itself:
     # a dtype view here would make Inductor copy the keys to a contiguous buffer and back.
     words = is_bf16 and _word_aligned(keys)
     block = tuning.get("block", 16)
     wrap_triton(store_keys_kernel)[(triton.cdiv(n, block),)](
-        source, key_stride, keys.stride(1), slots, cache, cache.stride(0), n, cache.shape[0] * F.PAGE_TOKENS,
+        source, keys.stride(0), keys.stride(1), slots, cache, cache.stride(0), n, cache.shape[0] * F.PAGE_TOKENS,
         IS_BF16=is_bf16, BLOCK_T=block, WORDS=words, num_warps=tuning.get("num_warps", 1),
     )
 

@@ -42,6 +42,7 @@ import triton.language as tl
 from torch.library import wrap_triton
 
 from .. import formats as F
+from . import rows_aligned
 
 FOLD_LIMIT = tl.constexpr(3)  # 12 << 3 = 96 still fits int8
 
@@ -371,12 +372,14 @@ def score_paged_kernel(
                             # 2**127 it is acc * 2**-22 (normal); a negative one reads as NaN,
                             # which .sat makes 0. No integer max, no int-to-float conversion.
                             relu = tl.inline_asm_elementwise(_RELU_ASM, "=r,r", [acc], dtype=tl.int32, is_pure=True, pack=1)
-                            weighted = relu.to(tl.float32, bitcast=True) * w_folded[None, :]
-                            logits = tl.sum(tl.reshape(weighted, (M, ROWS, HEADS)), axis=2) * _RELU_UNSCALE
+                            relu = relu.to(tl.float32, bitcast=True)
+                            unscale = _RELU_UNSCALE
                         else:
                             # relu that keeps NaN (an unquantized query may hold one).
-                            weighted = tl.where(acc < 0, 0, acc).to(tl.float32) * w_folded[None, :]
-                            logits = tl.sum(tl.reshape(weighted, (M, ROWS, HEADS)), axis=2)
+                            relu = tl.where(acc < 0, 0, acc).to(tl.float32)
+                            unscale = 1.0
+                        weighted = relu * w_folded[None, :]
+                        logits = tl.sum(tl.reshape(weighted, (M, ROWS, HEADS)), axis=2) * unscale
                         tl.store(out_at, logits * power_of_two(k_max, 0.0625)[:, None], mask=out_ok)
                     if MODE == 0:
                         if not folds:
@@ -408,17 +411,8 @@ def _sixteen_byte_aligned(cache: torch.Tensor) -> bool:
     consecutive payload bytes into one register; Triton keeps 16 consecutive bytes per thread
     only when it can prove 16-byte alignment, and with less the packs mix columns (measured:
     wrong scores at an odd offset). allocate_merged_cache keeps offsets and strides at
-    multiples of 16; anything else takes the portable integer builder (same results).
-
-    While tracing (fake or functional tensors) there is no address: the storage is taken as
-    torch allocates it (at least 16-byte aligned), and offset and stride decide."""
-    if cache.stride(0) % 16 or cache.storage_offset() % 16:
-        return False
-    from torch._subclasses.fake_tensor import is_fake
-
-    if is_fake(cache):
-        return True
-    return cache.data_ptr() % 16 == 0
+    multiples of 16; anything else takes the portable integer builder (same results)."""
+    return rows_aligned(cache, 16)
 
 
 def launch_score_paged(
