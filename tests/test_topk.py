@@ -186,3 +186,27 @@ def test_topk_launch_tuning_variants(tuning, k, backend_device, gen):
     row_ends[0] = 1000
     values, indices = launch_select_topk(logits.to(device), row_ends.to(device), k, False, **tuning)
     assert_same_selection(logits, row_ends, k, values, indices)
+
+
+@pytest.mark.parametrize("chunk", [16, 1024])
+def test_topk_refinement_over_adjacent_keys(chunk, backend_device, gen):
+    """Rows of adjacent floats (consecutive bit patterns, shuffled) and of a few equal runs:
+    the threshold search over the candidates' own key range descends several levels, stops
+    on a bucket needed whole or on a single key, and breaks ties by index."""
+    backend, device = backend_device
+    if backend != "triton":
+        pytest.skip("the refinement is the Triton kernel's")
+    from fp4_inductor.kernels.topk import launch_select_topk
+
+    width = 1500
+    base = torch.tensor([1.5, -3.25, 1e-30, 7.0]).view(torch.int32)
+    rows = []
+    for r in range(4):
+        bits = base[r] + torch.randperm(width, generator=gen, dtype=torch.int32) * (r + 1)
+        rows.append(bits.view(torch.float32))
+    runs = torch.randint(0, 7, (width,), generator=gen).float() * 2.0**-20 + 1.0  # few values, long tie runs
+    logits = torch.stack(rows + [runs, -runs])
+    row_ends = torch.tensor([width, 1499, 1024, 777, width, 1001], dtype=torch.int32)
+    for k in (1, 33, 100, 511):
+        values, indices = launch_select_topk(logits.to(device), row_ends.to(device), k, False, segment=512, chunk=chunk)
+        assert_same_selection(logits, row_ends, k, values, indices)
