@@ -150,17 +150,21 @@ def digit_counts(key, lo, shift, digits):
 
 @triton.jit
 def radix_select(key0, entries, count, needed, tie_key, TIES: tl.constexpr, CHUNK: tl.constexpr, WIDE: tl.constexpr):
-    """The ``needed``-th largest of the ``count`` candidate keys (``needed`` >= 1; keys of
-    the first CHUNK candidates in ``key0``, the rest loaded from scratch), and how many
-    keys equal to it are needed. Returns (threshold, needed at threshold, keys at threshold).
+    """Where the ``needed``-th largest of the ``count`` candidate keys lies (``needed`` >= 1;
+    keys of the first CHUNK candidates in ``key0``, the rest loaded from scratch). Returns
+    (threshold, needed at threshold, keys at threshold), read by the caller as: every key
+    above the threshold is selected, and ``needed at threshold`` of the ``keys at
+    threshold``.
 
     The digits are relative to the candidates' own key range: the first pass splits
-    [lowest, highest] into RADIX_BINS buckets of 2**shift keys (shift from the span's bit
-    length), each later pass the chosen bucket into RADIX_BINS of 2**(shift - RADIX_BITS).
-    The search stops as soon as the chosen bucket is needed whole (then every key in it and
-    above is selected: threshold = the bucket's lowest key, all of its entries needed) or
-    holds one key (shift 0). A candidate set from one coarse bucket spans few key bits, so
-    this takes 2-3 passes where fixed 5-bit digits of the whole key take 7."""
+    [lowest, highest] into buckets of 2**shift keys (shift from the span's bit length; at
+    most RADIX_BINS buckets, fewer when the span is shorter), each later pass the chosen
+    bucket into buckets of 2**(shift - RADIX_BITS). The search stops when the chosen bucket
+    holds one key (shift 0), or as soon as it is needed whole: then the threshold is the
+    bucket's lowest key (not necessarily a candidate's), and both counts are the bucket's
+    entries, so that every key at or above it is selected. A candidate set from one coarse
+    bucket spans few key bits, so this takes 2-3 passes where fixed 5-bit digits of the
+    whole key take 7."""
     lo, hi = key_range(key0)
     for start in range(CHUNK, count, CHUNK):
         x, index, in_range = load_entries(entries, start, count, CHUNK)
@@ -322,16 +326,18 @@ def topk_segment_kernel(
         written = out + n_above
         chosen = in0 & ((key0 > threshold) | ((key0 == threshold) & (index0 <= last_index)))
         position = written + tl.cumsum(chosen.to(tl.int32), axis=0) - 1
-        tl.store(out_values_ptr + position, x0, mask=chosen)
-        tl.store(out_indices_ptr + position, index0, mask=chosen)
+        # The counts above make the chosen fill [n_above, take) exactly; the bound only keeps a
+        # miscount from writing past this segment's k outputs.
+        tl.store(out_values_ptr + position, x0, mask=chosen & (position < out + k))
+        tl.store(out_indices_ptr + position, index0, mask=chosen & (position < out + k))
         written += tl.sum(chosen.to(tl.int32), axis=0)
         for start in range(CHUNK, n_cand, CHUNK):
             xc, indexc, inc = load_entries(candidates, start, n_cand, CHUNK)
             keyc = select_key(xc, inc)
             chosen = inc & ((keyc > threshold) | ((keyc == threshold) & (indexc <= last_index)))
             position = written + tl.cumsum(chosen.to(tl.int32), axis=0) - 1
-            tl.store(out_values_ptr + position, xc, mask=chosen)
-            tl.store(out_indices_ptr + position, indexc, mask=chosen)
+            tl.store(out_values_ptr + position, xc, mask=chosen & (position < out + k))
+            tl.store(out_indices_ptr + position, indexc, mask=chosen & (position < out + k))
             written += tl.sum(chosen.to(tl.int32), axis=0)
 
     pad = tl.arange(0, CHUNK)
@@ -349,8 +355,8 @@ def launch_select_topk(
     rows wider than that take more passes. num_warps: 16 keeps a 16384-entry segment in
     registers (32 entries per thread, 128 registers). chunk: candidates per refinement step
     (the first chunk stays in registers). bins: coarse buckets, a power of 2 (64 leaves about
-    half the candidates of 32 for one more ballot per entry; H200, 64 x 32768: 32.1 vs
-    34.0 us).
+    half the candidates of 32 for one more ballot per entry; H200, 64 x 32768, same run: 32.1
+    vs 34.0 us).
     """
     rows, width = logits.shape
     device = logits.device
