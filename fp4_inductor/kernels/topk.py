@@ -149,6 +149,13 @@ def digit_counts(key, lo, shift, digits):
 
 
 @triton.jit
+def chunk_keys(entries, start, count, tie_key, TIES: tl.constexpr, CHUNK: tl.constexpr):
+    """``candidate_key`` of packed entries ``start .. start + CHUNK`` of ``count``."""
+    x, index, in_range = load_entries(entries, start, count, CHUNK)
+    return candidate_key(x, index, in_range, tie_key, TIES)
+
+
+@triton.jit
 def radix_select(key0, entries, count, needed, tie_key, TIES: tl.constexpr, CHUNK: tl.constexpr, WIDE: tl.constexpr):
     """Where the ``needed``-th largest of the ``count`` candidate keys lies (``needed`` >= 1;
     keys of the first CHUNK candidates in ``key0``, the rest loaded from scratch). Returns
@@ -167,8 +174,7 @@ def radix_select(key0, entries, count, needed, tie_key, TIES: tl.constexpr, CHUN
     whole key take 7."""
     lo, hi = key_range(key0)
     for start in range(CHUNK, count, CHUNK):
-        x, index, in_range = load_entries(entries, start, count, CHUNK)
-        chunk_lo, chunk_hi = key_range(candidate_key(x, index, in_range, tie_key, TIES))
+        chunk_lo, chunk_hi = key_range(chunk_keys(entries, start, count, tie_key, TIES, CHUNK))
         lo, hi = tl.minimum(lo, chunk_lo), tl.maximum(hi, chunk_hi)
     # shift >= bit length of the span - RADIX_BITS: the float's exponent never undercounts it.
     span = (hi - lo).to(tl.float32)
@@ -181,8 +187,7 @@ def radix_select(key0, entries, count, needed, tie_key, TIES: tl.constexpr, CHUN
         digits = 1 << (span_bits - shift)
         hist = digit_counts(key0, lo, shift, digits)
         for start in range(CHUNK, count, CHUNK):
-            x, index, in_range = load_entries(entries, start, count, CHUNK)
-            hist += digit_counts(candidate_key(x, index, in_range, tie_key, TIES), lo, shift, digits)
+            hist += digit_counts(chunk_keys(entries, start, count, tie_key, TIES, CHUNK), lo, shift, digits)
         digit, above, at = bucket_search(hist, needed, WIDE)
         needed -= above
         lo += digit.to(tl.uint32) << shift
@@ -190,6 +195,19 @@ def radix_select(key0, entries, count, needed, tie_key, TIES: tl.constexpr, CHUN
         span_bits = shift
         shift = tl.maximum(shift - RADIX_BITS, 0)
     return lo, needed, at
+
+
+@triton.jit
+def store_chosen(x, index, key, in_range, threshold, last_index, out_values_ptr, out_indices_ptr, written, end):
+    """Write the chosen entries (key above the threshold, or equal to it with an index <=
+    ``last_index``) in order from ``written``, none at or past ``end``; returns where the next
+    ones go."""
+    chosen = in_range & ((key > threshold) | ((key == threshold) & (index <= last_index)))
+    position = written + tl.cumsum(chosen.to(tl.int32), axis=0) - 1
+    keep = chosen & (position < end)
+    tl.store(out_values_ptr + position, x, mask=keep)
+    tl.store(out_indices_ptr + position, index, mask=keep)
+    return written + tl.sum(chosen.to(tl.int32), axis=0)
 
 
 @triton.jit(do_not_specialize=["values_stride", "indices_stride", "out_stride", "scratch_stride"])
@@ -322,23 +340,14 @@ def topk_segment_kernel(
                 tie_key0, candidates, n_cand, ties_needed, threshold, TIES=True, CHUNK=CHUNK, WIDE=BLOCK >= 2**20
             )
             last_index = 2147483647 - (lowest & 0x7FFFFFFF).to(tl.int32, bitcast=True)
-        # Chosen: key above the threshold, or equal to it with an index <= last_index.
-        written = out + n_above
-        chosen = in0 & ((key0 > threshold) | ((key0 == threshold) & (index0 <= last_index)))
-        position = written + tl.cumsum(chosen.to(tl.int32), axis=0) - 1
         # The counts above make the chosen fill [n_above, take) exactly; the bound only keeps a
         # miscount from writing past this segment's k outputs.
-        tl.store(out_values_ptr + position, x0, mask=chosen & (position < out + k))
-        tl.store(out_indices_ptr + position, index0, mask=chosen & (position < out + k))
-        written += tl.sum(chosen.to(tl.int32), axis=0)
+        written = store_chosen(x0, index0, key0, in0, threshold, last_index, out_values_ptr, out_indices_ptr,
+                               out + n_above, out + k)
         for start in range(CHUNK, n_cand, CHUNK):
             xc, indexc, inc = load_entries(candidates, start, n_cand, CHUNK)
-            keyc = select_key(xc, inc)
-            chosen = inc & ((keyc > threshold) | ((keyc == threshold) & (indexc <= last_index)))
-            position = written + tl.cumsum(chosen.to(tl.int32), axis=0) - 1
-            tl.store(out_values_ptr + position, xc, mask=chosen & (position < out + k))
-            tl.store(out_indices_ptr + position, indexc, mask=chosen & (position < out + k))
-            written += tl.sum(chosen.to(tl.int32), axis=0)
+            written = store_chosen(xc, indexc, select_key(xc, inc), inc, threshold, last_index, out_values_ptr,
+                                   out_indices_ptr, written, out + k)
 
     pad = tl.arange(0, CHUNK)
     for start in range(take, k, CHUNK):
