@@ -170,6 +170,14 @@ def sm90_ttgir():
     """The scorer's Triton GPU IR for sm_90 per launch form, compiled by the installed Triton in
     one fresh process (the tests here run Triton's interpreter, which cannot compile)."""
     import json
+
+    return json.loads(run_sm90_script(_COMPILE_ALL, json.dumps(LAUNCHES)))
+
+
+def run_sm90_script(script: str, *args: str) -> str:
+    """stdout of ``script`` run in a fresh process without the interpreter (which cannot
+    compile). Exit code 3 means the installed Triton lacks the sm_90 tools: the test skips;
+    any other failure fails it."""
     import os
     import subprocess
     import sys
@@ -177,13 +185,12 @@ def sm90_ttgir():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    run = subprocess.run([sys.executable, "-c", _COMPILE_ALL, json.dumps(LAUNCHES)], capture_output=True,
-                         text=True, env=env, timeout=600)
-    if run.returncode == 3:  # only a Triton without the tools skips; a failed compile fails
+    run = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, env=env, timeout=600)
+    if run.returncode == 3:
         pytest.skip(run.stderr[-300:])
     if run.returncode != 0:
         raise AssertionError(run.stderr[-3000:])
-    return json.loads(run.stdout)
+    return run.stdout
 
 
 @pytest.mark.parametrize("launch", LAUNCHES, ids=lambda l: "mode{}-rows{}-tile{}{}".format(*l[:3], "-bf16q" if l[3] else ""))
@@ -204,3 +211,44 @@ def test_layout_check_refuses_narrow_layouts():
     assert not four_columns_per_call("#ttg.dot_op<{opIdx = 0, parent = #mma, kWidth = 2}>")
     assert four_columns_per_call("#ttg.blocked<{sizePerThread = [1, 16], threadsPerWarp = [8, 4]}>")
     assert four_columns_per_call("#ttg.dot_op<{opIdx = 0, parent = #mma, kWidth = 4}>")
+
+
+_COMPILE_CAPPED = """
+import os, subprocess, sys
+import triton
+try:  # the NVIDIA backend's ptxas and cuobjdump, which the Triton wheel carries
+    from triton.backends.nvidia.compiler import get_ptxas
+    get_ptxas(90)
+except Exception as exc:
+    print(f"no sm_90 tools: {type(exc).__name__}: {exc}", file=sys.stderr)
+    sys.exit(3)
+cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+if not os.path.exists(cuobjdump):
+    print("no cuobjdump in the Triton wheel", file=sys.stderr)
+    sys.exit(3)
+from fp4_inductor.kernels import score
+from fp4_inductor.kernels.sm90 import compile_scorer
+cap = score.hot_register_cap(True, 1, False)
+with open(sys.argv[1], "wb") as f:
+    f.write(compile_scorer(score.score_paged_kernel, 1, 2, mode=1, maxnreg=cap).asm["cubin"])
+usage = subprocess.run([cuobjdump, "--dump-resource-usage", sys.argv[1]], capture_output=True, text=True, check=True)
+print(cap, next(line for line in usage.stdout.splitlines() if "REG:" in line))
+"""
+
+
+def test_hot_kernel_register_cap(tmp_path):
+    """The cap that fits three hot programs per SM (one-row blocks, FP4 queries, CUDA only)
+    costs the kernel little: compiled for sm_90 with the installed Triton, it stays within the
+    cap with at most 128 bytes of spills (32 on Triton 3.6, 64 on 3.7). A kernel change that
+    makes the cap spill heavily fails here before it slows the GPU."""
+    from fp4_inductor.kernels.score import hot_register_cap
+
+    assert hot_register_cap(True, 1, False) == 168
+    assert hot_register_cap(False, 1, False) == 0  # ROCm and the interpreter
+    assert hot_register_cap(True, 2, False) == 0  # two-row blocks spill under any useful cap
+    assert hot_register_cap(True, 1, True) == 0  # bf16 queries: slower with it
+
+    cap, usage = run_sm90_script(_COMPILE_CAPPED, str(tmp_path / "hot.cubin")).split(maxsplit=1)
+    fields = dict(f.split(":") for f in usage.split() if f.split(":")[0] in ("REG", "STACK"))
+    assert int(fields["REG"]) <= int(cap), usage
+    assert int(fields["STACK"]) <= 128, f"the capped hot kernel spills: {usage}"
