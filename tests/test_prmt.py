@@ -228,27 +228,45 @@ if not os.path.exists(cuobjdump):
     sys.exit(3)
 from fp4_inductor.kernels import score
 from fp4_inductor.kernels.sm90 import compile_scorer
-cap = score.hot_register_cap(True, 1, False)
-with open(sys.argv[1], "wb") as f:
-    f.write(compile_scorer(score.score_paged_kernel, 1, 2, mode=1, maxnreg=cap).asm["cubin"])
-usage = subprocess.run([cuobjdump, "--dump-resource-usage", sys.argv[1]], capture_output=True, text=True, check=True)
-print(cap, next(line for line in usage.stdout.splitlines() if "REG:" in line))
+cap = score.launch_maxnreg(1, True, True, 1, False, {})
+for maxnreg in (cap, None):
+    with open(sys.argv[1], "wb") as f:
+        f.write(compile_scorer(score.score_paged_kernel, 1, 2, mode=1, maxnreg=maxnreg).asm["cubin"])
+    usage = subprocess.run([cuobjdump, "--dump-resource-usage", sys.argv[1]], capture_output=True, text=True, check=True)
+    print(next(line for line in usage.stdout.splitlines() if "REG:" in line))
 """
 
 
+def test_register_cap_policy():
+    """Which launches take the register cap: the hot kernel (mode 1) of one-row blocks with FP4
+    queries and the PTX builder, on CUDA; an explicit tuning value sets every launch."""
+    from fp4_inductor.kernels.score import launch_maxnreg
+
+    assert launch_maxnreg(1, True, True, 1, False, {}) == 168
+    assert launch_maxnreg(2, True, True, 1, False, {}) == 0  # the exact pass
+    assert launch_maxnreg(0, True, True, 1, False, {}) == 0  # the inline form
+    assert launch_maxnreg(1, False, True, 1, False, {}) == 0  # ROCm and the interpreter
+    assert launch_maxnreg(1, True, False, 1, False, {}) == 0  # portable builder: spills under it
+    assert launch_maxnreg(1, True, True, 2, False, {}) == 0  # two-row blocks: spill under any useful cap
+    assert launch_maxnreg(1, True, True, 1, True, {}) == 0  # bf16 queries: slower with it
+    assert launch_maxnreg(2, True, True, 2, True, {"maxnreg": 200}) == 200
+    assert launch_maxnreg(1, True, True, 1, False, {"maxnreg": 0}) == 0
+    assert launch_maxnreg(1, True, True, 1, False, {"maxnreg": None}) == 0
+
+
 def test_hot_kernel_register_cap(tmp_path):
-    """The cap that fits three hot programs per SM (one-row blocks, FP4 queries, CUDA only)
-    costs the kernel little: compiled for sm_90 with the installed Triton, it stays within the
-    cap with at most 128 bytes of spills (32 on Triton 3.6, 64 on 3.7). A kernel change that
-    makes the cap spill heavily fails here before it slows the GPU."""
-    from fp4_inductor.kernels.score import hot_register_cap
+    """The cap costs the hot kernel little and buys it a third program per SM: compiled for
+    sm_90 with the installed Triton, it needs more registers than the cap uncapped, and capped
+    it spills at most 128 bytes (32 on Triton 3.6, 64 on 3.7). A kernel change that makes the cap
+    spill heavily fails here before it slows the GPU."""
+    from fp4_inductor.kernels.score import launch_maxnreg
 
-    assert hot_register_cap(True, 1, False) == 168
-    assert hot_register_cap(False, 1, False) == 0  # ROCm and the interpreter
-    assert hot_register_cap(True, 2, False) == 0  # two-row blocks spill under any useful cap
-    assert hot_register_cap(True, 1, True) == 0  # bf16 queries: slower with it
+    capped, uncapped = run_sm90_script(_COMPILE_CAPPED, str(tmp_path / "hot.cubin")).splitlines()
 
-    cap, usage = run_sm90_script(_COMPILE_CAPPED, str(tmp_path / "hot.cubin")).split(maxsplit=1)
-    fields = dict(f.split(":") for f in usage.split() if f.split(":")[0] in ("REG", "STACK"))
-    assert int(fields["REG"]) <= int(cap), usage
-    assert int(fields["STACK"]) <= 128, f"the capped hot kernel spills: {usage}"
+    def usage(line):
+        return {k: int(v) for k, v in (f.split(":") for f in line.split()) if k in ("REG", "STACK")}
+
+    cap = launch_maxnreg(1, True, True, 1, False, {})
+    assert usage(uncapped)["REG"] > cap, f"the hot kernel fits without the cap: {uncapped}"
+    assert usage(capped)["REG"] <= cap, capped
+    assert usage(capped)["STACK"] <= 128, f"the capped hot kernel spills: {capped}"

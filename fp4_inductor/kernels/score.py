@@ -406,16 +406,22 @@ def split_plan(requests: int, pages_per_request: int, row_blocks: int, device: t
     return max(1, triton.cdiv(pages_per_request, splits))
 
 
-def hot_register_cap(cuda: bool, rows_per_block: int, query_float: bool) -> int:
-    """Register cap (``maxnreg``) of the fix-up pair's hot kernel, 0 for none. Measured on the
-    H200 (docs/benchmarks.md, 2026-12-03 (day)): with one-row blocks and FP4 queries the kernel
-    wants 242 registers, which fit two programs per SM; capped at 168 (32 bytes of spills) three
-    fit, and next_n=1 goes from 111 to 95 us. The bf16-query kernel loses with the cap (198 ->
-    214 us); two-row blocks spill heavily under any cap that adds a program.
+def launch_maxnreg(mode: int, cuda: bool, asm: bool, rows_per_block: int, query_float: bool, tuning: dict) -> int:
+    """Register cap (``maxnreg``) of one launch, 0 for none. ``tuning["maxnreg"]`` (0 = none)
+    sets every launch; by default only the fix-up pair's hot kernel (mode 1) with the PTX
+    builder, one-row blocks and FP4 queries is capped, on CUDA, at 168.
 
-    Inductor compiles a user kernel with no launch options but warps and stages, so under
-    torch.compile the kernel runs uncapped (111 us, torch 2.11)."""
-    return 168 if cuda and rows_per_block == 1 and not query_float else 0
+    Measured on the H200 (docs/benchmarks.md, 2026-12-03 (day)): that kernel wants 242
+    registers, which fit two programs per SM; capped at 168 (32 bytes of spills in a local sm_90
+    compile) three fit, and next_n=1 goes from 111 to 95 us. Left uncapped: bf16 queries
+    (slower with the cap), two-row blocks and the portable builder (both spill hundreds of bytes
+    under it), the exact pass and the inline form (not measured with it).
+
+    Inductor compiles a user kernel with no ``maxnreg``, so under torch.compile the hot kernel
+    runs uncapped (111 us, torch 2.11)."""
+    if "maxnreg" in tuning:
+        return tuning["maxnreg"] or 0
+    return 168 if mode == 1 and cuda and asm and rows_per_block == 1 and not query_float else 0
 
 
 def _sixteen_byte_aligned(cache: torch.Tensor) -> bool:
@@ -472,9 +478,8 @@ def launch_score_paged(
     if exact == "fixup":
         flags = torch.empty(grid[0] * grid[1] * grid[2], dtype=torch.uint8, device=out.device)
         modes = (1, 2)
-    hot_cap = hot_register_cap(gpu and torch.version.hip is None, rows_per_block, query_float)
     for mode in modes:
-        maxnreg = tuning.get("maxnreg", hot_cap if mode == 1 else 0)
+        maxnreg = launch_maxnreg(mode, gpu and torch.version.hip is None, asm, rows_per_block, query_float, tuning)
         wrap_triton(score_paged_kernel)[grid](
             out, out.stride(0), q_payload, q_scales, cache, cache.stride(0), weights, weights.stride(0), weights.stride(1),
             block_table, block_table.stride(0), block_table.stride(1), query_starts, row_ends, pages_per_split, flags,
