@@ -148,14 +148,18 @@ def four_columns_per_call(layout: str) -> bool:
 LAUNCHES = [(0, 1, 2, False), (0, 2, 1, False), (1, 1, 2, False), (1, 2, 1, False), (2, 1, 1, False),
             (0, 1, 2, True), (1, 2, 1, True)]  # (mode, rows, tile_pages, query_float)
 
-_COMPILE_ALL = """
-import json, sys
+_NEEDS_SM90_TOOLS = """
+import sys
 try:  # the NVIDIA backend's ptxas, which the Triton wheel carries
     from triton.backends.nvidia.compiler import get_ptxas
     get_ptxas(90)
 except Exception as exc:
     print(f"no sm_90 tools: {type(exc).__name__}: {exc}", file=sys.stderr)
     sys.exit(3)
+"""
+
+_COMPILE_ALL = _NEEDS_SM90_TOOLS + """
+import json
 from fp4_inductor.kernels import score
 from fp4_inductor.kernels.sm90 import compile_scorer
 out = {}
@@ -213,22 +217,16 @@ def test_layout_check_refuses_narrow_layouts():
     assert four_columns_per_call("#ttg.dot_op<{opIdx = 0, parent = #mma, kWidth = 4}>")
 
 
-_COMPILE_CAPPED = """
-import os, subprocess, sys
+_COMPILE_CAPPED = _NEEDS_SM90_TOOLS + """
+import os, subprocess
 import triton
-try:  # the NVIDIA backend's ptxas and cuobjdump, which the Triton wheel carries
-    from triton.backends.nvidia.compiler import get_ptxas
-    get_ptxas(90)
-except Exception as exc:
-    print(f"no sm_90 tools: {type(exc).__name__}: {exc}", file=sys.stderr)
-    sys.exit(3)
 cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
 if not os.path.exists(cuobjdump):
     print("no cuobjdump in the Triton wheel", file=sys.stderr)
     sys.exit(3)
 from fp4_inductor.kernels import score
 from fp4_inductor.kernels.sm90 import compile_scorer
-cap = score.launch_maxnreg(1, True, True, 1, False, {})
+cap = score.launch_maxnreg(True, 1, {})
 for maxnreg in (cap, None):
     with open(sys.argv[1], "wb") as f:
         f.write(compile_scorer(score.score_paged_kernel, 1, 2, mode=1, maxnreg=maxnreg).asm["cubin"])
@@ -239,19 +237,22 @@ for maxnreg in (cap, None):
 
 def test_register_cap_policy():
     """Which launches take the register cap: the hot kernel (mode 1) of one-row blocks with FP4
-    queries and the PTX builder, on CUDA; an explicit tuning value sets every launch."""
-    from fp4_inductor.kernels.score import launch_maxnreg
+    queries and the PTX builder (the launch fed payload words); an explicit tuning value sets
+    every launch."""
+    from fp4_inductor.kernels.score import launch_maxnreg, payload_words
 
-    assert launch_maxnreg(1, True, True, 1, False, {}) == 168
-    assert launch_maxnreg(2, True, True, 1, False, {}) == 0  # the exact pass
-    assert launch_maxnreg(0, True, True, 1, False, {}) == 0  # the inline form
-    assert launch_maxnreg(1, False, True, 1, False, {}) == 0  # ROCm and the interpreter
-    assert launch_maxnreg(1, True, False, 1, False, {}) == 0  # portable builder: spills under it
-    assert launch_maxnreg(1, True, True, 2, False, {}) == 0  # two-row blocks: spill under any useful cap
-    assert launch_maxnreg(1, True, True, 1, True, {}) == 0  # bf16 queries: slower with it
-    assert launch_maxnreg(2, True, True, 2, True, {"maxnreg": 200}) == 200
-    assert launch_maxnreg(1, True, True, 1, False, {"maxnreg": 0}) == 0
-    assert launch_maxnreg(1, True, True, 1, False, {"maxnreg": None}) == 0
+    def cap(mode, asm, rows, query_float, tuning=None):  # as launch_score_paged decides it
+        return launch_maxnreg(asm and payload_words(mode, query_float), rows, tuning or {})
+
+    assert cap(1, True, 1, False) == 168
+    assert cap(2, True, 1, False) == 0  # the exact pass
+    assert cap(0, True, 1, False) == 0  # the inline form
+    assert cap(1, False, 1, False) == 0  # portable builder (also ROCm and the interpreter): spills under it
+    assert cap(1, True, 2, False) == 0  # two-row blocks: spill under any useful cap
+    assert cap(1, True, 1, True) == 0  # bf16 queries: slower with it
+    assert cap(2, True, 2, True, {"maxnreg": 200}) == 200
+    assert cap(1, True, 1, False, {"maxnreg": 0}) == 0
+    assert cap(1, True, 1, False, {"maxnreg": None}) == 0
 
 
 def test_hot_kernel_register_cap(tmp_path):
@@ -266,7 +267,7 @@ def test_hot_kernel_register_cap(tmp_path):
     def usage(line):
         return {k: int(v) for k, v in (f.split(":") for f in line.split()) if k in ("REG", "STACK")}
 
-    cap = launch_maxnreg(1, True, True, 1, False, {})
+    cap = launch_maxnreg(True, 1, {})
     assert usage(uncapped)["REG"] > cap, f"the hot kernel fits without the cap: {uncapped}"
     assert usage(capped)["REG"] <= cap, capped
     assert usage(capped)["STACK"] <= 128, f"the capped hot kernel spills: {capped}"

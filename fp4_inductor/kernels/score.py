@@ -406,10 +406,11 @@ def split_plan(requests: int, pages_per_request: int, row_blocks: int, device: t
     return max(1, triton.cdiv(pages_per_request, splits))
 
 
-def launch_maxnreg(mode: int, cuda: bool, asm: bool, rows_per_block: int, query_float: bool, tuning: dict) -> int:
+def launch_maxnreg(words: bool, rows_per_block: int, tuning: dict) -> int:
     """Register cap (``maxnreg``) of one launch, 0 for none. ``tuning["maxnreg"]`` (0 = none)
-    sets every launch; by default only the fix-up pair's hot kernel (mode 1) with the PTX
-    builder, one-row blocks and FP4 queries is capped, on CUDA, at 168.
+    sets every launch; by default only the launch fed payload words (``payload_words``: the
+    fix-up pair's hot kernel with the PTX builder and FP4 queries, CUDA only) with one-row
+    blocks is capped, at 168.
 
     Measured on the H200 (docs/benchmarks.md, 2026-12-03 (day)): that kernel wants 242
     registers, which fit two programs per SM; capped at 168 (32 bytes of spills in a local sm_90
@@ -421,7 +422,7 @@ def launch_maxnreg(mode: int, cuda: bool, asm: bool, rows_per_block: int, query_
     runs uncapped (111 us, torch 2.11)."""
     if "maxnreg" in tuning:
         return tuning["maxnreg"] or 0
-    return 168 if mode == 1 and cuda and asm and rows_per_block == 1 and not query_float else 0
+    return 168 if words and rows_per_block == 1 else 0
 
 
 def _sixteen_byte_aligned(cache: torch.Tensor) -> bool:
@@ -479,13 +480,14 @@ def launch_score_paged(
         flags = torch.empty(grid[0] * grid[1] * grid[2], dtype=torch.uint8, device=out.device)
         modes = (1, 2)
     for mode in modes:
-        maxnreg = launch_maxnreg(mode, gpu and torch.version.hip is None, asm, rows_per_block, query_float, tuning)
+        words = asm and payload_words(mode, query_float)
+        maxnreg = launch_maxnreg(words, rows_per_block, tuning)
         wrap_triton(score_paged_kernel)[grid](
             out, out.stride(0), q_payload, q_scales, cache, cache.stride(0), weights, weights.stride(0), weights.stride(1),
             block_table, block_table.stride(0), block_table.stride(1), query_starts, row_ends, pages_per_split, flags,
             HEADS=heads, ROWS=rows_per_block, TILE_PAGES=tile_pages, ASM=asm,
             QUERY_FLOAT=query_float, DOT_DTYPE=tl.bfloat16 if gpu else tl.float32, MODE=mode,
-            WORDS=asm and payload_words(mode, query_float),
+            WORDS=words,
             num_warps=tuning.get("num_warps", 4),
             num_stages=tuning.get("num_stages", 3),
             **({"maxnreg": maxnreg} if maxnreg else {}),
