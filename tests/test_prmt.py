@@ -145,8 +145,11 @@ def four_columns_per_call(layout: str) -> bool:
     return size is not None and int(size.group(1).split(",")[-1]) % 4 == 0
 
 
-LAUNCHES = [(0, 1, 2, False), (0, 2, 1, False), (1, 1, 2, False), (1, 2, 1, False), (2, 1, 1, False),
-            (0, 1, 2, True), (1, 2, 1, True)]  # (mode, rows, tile_pages, query_float)
+# (mode, rows, tile_pages, query_float, warps). The defaults: hot kernels (1, 1, 4, False, 16),
+# (1, 2, 2, False, 4), (1, 1 or 2, 2, True, 4); exact passes (2, rows, 1, *, 4); inline (0, rows, 2, *, 4).
+LAUNCHES = [(0, 1, 2, False, 4), (0, 2, 2, False, 4), (0, 2, 1, False, 4), (1, 1, 4, False, 16), (1, 1, 2, False, 4),
+            (1, 2, 2, False, 4), (1, 2, 1, False, 4), (2, 1, 1, False, 4), (2, 2, 1, False, 4), (2, 2, 1, True, 4),
+            (0, 1, 2, True, 4), (1, 1, 2, True, 4), (1, 2, 2, True, 4), (1, 2, 1, True, 4)]
 
 _NEEDS_SM90_TOOLS = """
 import sys
@@ -163,8 +166,9 @@ import json
 from fp4_inductor.kernels import score
 from fp4_inductor.kernels.sm90 import compile_scorer
 out = {}
-for mode, rows, tile, qf in json.loads(sys.argv[1]):
-    out[str((mode, rows, tile, qf))] = compile_scorer(score.score_paged_kernel, rows, tile, mode=mode, query_float=qf).asm["ttgir"]
+for mode, rows, tile, qf, warps in json.loads(sys.argv[1]):
+    kernel = compile_scorer(score.score_paged_kernel, rows, tile, mode=mode, query_float=qf, num_warps=warps)
+    out[str((mode, rows, tile, qf, warps))] = kernel.asm["ttgir"]
 print(json.dumps(out))
 """
 
@@ -197,7 +201,7 @@ def run_sm90_script(script: str, *args: str) -> str:
     return run.stdout
 
 
-@pytest.mark.parametrize("launch", LAUNCHES, ids=lambda l: "mode{}-rows{}-tile{}{}".format(*l[:3], "-bf16q" if l[3] else ""))
+@pytest.mark.parametrize("launch", LAUNCHES, ids=lambda l: "mode{}-rows{}-tile{}{}-w{}".format(*l[:3], "-bf16q" if l[3] else "", l[4]))
 def test_builder_layouts_on_sm90(sm90_ttgir, launch):
     """Compiled for the H200 with the installed Triton: every call of the PTX builder sees four
     consecutive columns of one row. A Triton that moves the call into another layout (as it does
@@ -217,7 +221,7 @@ def test_layout_check_refuses_narrow_layouts():
     assert four_columns_per_call("#ttg.dot_op<{opIdx = 0, parent = #mma, kWidth = 4}>")
 
 
-_COMPILE_CAPPED = _NEEDS_SM90_TOOLS + """
+_COMPILE_WIDE = _NEEDS_SM90_TOOLS + """
 import os, subprocess
 import triton
 cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
@@ -226,48 +230,35 @@ if not os.path.exists(cuobjdump):
     sys.exit(3)
 from fp4_inductor.kernels import score
 from fp4_inductor.kernels.sm90 import compile_scorer
-cap = score.launch_maxnreg(True, 1, {})
-for maxnreg in (cap, None):
-    with open(sys.argv[1], "wb") as f:
-        f.write(compile_scorer(score.score_paged_kernel, 1, 2, mode=1, maxnreg=maxnreg).asm["cubin"])
-    usage = subprocess.run([cuobjdump, "--dump-resource-usage", sys.argv[1]], capture_output=True, text=True, check=True)
-    print(next(line for line in usage.stdout.splitlines() if "REG:" in line))
+tile, warps, _ = score.launch_plan(True, 64, {})
+with open(sys.argv[1], "wb") as f:
+    f.write(compile_scorer(score.score_paged_kernel, 1, tile, mode=1, num_warps=warps).asm["cubin"])
+usage = subprocess.run([cuobjdump, "--dump-resource-usage", sys.argv[1]], capture_output=True, text=True, check=True)
+print(next(line for line in usage.stdout.splitlines() if "REG:" in line))
 """
 
 
-def test_register_cap_policy():
-    """Which launches take the register cap: the hot kernel (mode 1) of one-row blocks with FP4
-    queries and the PTX builder (the launch fed payload words); an explicit tuning value sets
-    every launch."""
-    from fp4_inductor.kernels.score import launch_maxnreg, payload_words
+def test_launch_plan():
+    """Which launches run wide (16 warps x 4 pages, one program per SM): the word-fed hot kernel
+    with at most 64 columns; everything else 4 warps x 2 pages, two programs per SM; tuning
+    values override each."""
+    from fp4_inductor.kernels.score import launch_plan
 
-    def cap(mode, asm, rows, query_float, tuning=None):  # as launch_score_paged decides it
-        return launch_maxnreg(asm and payload_words(mode, query_float), rows, tuning or {})
-
-    assert cap(1, True, 1, False) == 168
-    assert cap(2, True, 1, False) == 0  # the exact pass
-    assert cap(0, True, 1, False) == 0  # the inline form
-    assert cap(1, False, 1, False) == 0  # portable builder (also ROCm and the interpreter): spills under it
-    assert cap(1, True, 2, False) == 0  # two-row blocks: spill under any useful cap
-    assert cap(1, True, 1, True) == 0  # bf16 queries: slower with it
-    assert cap(2, True, 2, True, {"maxnreg": 200}) == 200
-    assert cap(1, True, 1, False, {"maxnreg": 0}) == 0
-    assert cap(1, True, 1, False, {"maxnreg": None}) == 0
+    assert launch_plan(True, 64, {}) == (4, 16, 1)
+    assert launch_plan(True, 32, {}) == (4, 16, 1)
+    assert launch_plan(True, 128, {}) == (2, 4, 2)  # two rows of 64 heads
+    assert launch_plan(False, 64, {}) == (2, 4, 2)  # bf16 queries, the byte-fed builder, the inline form
+    assert launch_plan(True, 64, {"num_warps": 4, "tile_pages": 2}) == (2, 4, 1)
+    assert launch_plan(False, 128, {"programs_per_sm": 3}) == (2, 4, 3)
 
 
-def test_hot_kernel_register_cap(tmp_path):
-    """The cap costs the hot kernel little and buys it a third program per SM: compiled for
-    sm_90 with the installed Triton, it needs more registers than the cap uncapped, and capped
-    it spills at most 128 bytes (32 on Triton 3.6, 64 on 3.7). A kernel change that makes the cap
+def test_wide_hot_kernel_needs_no_register_cap(tmp_path):
+    """The default next_n=1 hot kernel fits one 512-thread program per SM (at most 128 registers)
+    without ``maxnreg``, which Inductor does not pass, and spills little: compiled for sm_90 with
+    the installed Triton, 64 bytes of stack on Triton 3.6 and 112 on 3.7, all of it loop
+    invariants reloaded once per request, none in the loop over tiles. A change that makes it
     spill heavily fails here before it slows the GPU."""
-    from fp4_inductor.kernels.score import launch_maxnreg
-
-    capped, uncapped = run_sm90_script(_COMPILE_CAPPED, str(tmp_path / "hot.cubin")).splitlines()
-
-    def usage(line):
-        return {k: int(v) for k, v in (f.split(":") for f in line.split()) if k in ("REG", "STACK")}
-
-    cap = launch_maxnreg(True, 1, {})
-    assert usage(uncapped)["REG"] > cap, f"the hot kernel fits without the cap: {uncapped}"
-    assert usage(capped)["REG"] <= cap, capped
-    assert usage(capped)["STACK"] <= 128, f"the capped hot kernel spills: {capped}"
+    line = run_sm90_script(_COMPILE_WIDE, str(tmp_path / "hot.cubin")).strip()
+    usage = {k: int(v) for k, v in (f.split(":") for f in line.split()) if k in ("REG", "STACK")}
+    assert usage["REG"] <= 128, line
+    assert usage["STACK"] <= 128, f"the wide hot kernel spills: {line}"

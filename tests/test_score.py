@@ -90,6 +90,22 @@ def check_against_float64(case, backend, device, query=None):
     assert not writes_into_out or got[~valid].isnan().all(), f"wrote outside the valid region at {(~got.isnan() & ~valid).nonzero()[0].tolist()}"
 
 
+@pytest.mark.parametrize("most_rows", [1, 3])
+def test_shares_cross_requests(most_rows, backend_device, gen):
+    """The in-kernel schedule: more requests than one pass of it takes at once (128), empty
+    ones and one long one, so the equal shares of all requests' pages start and end inside
+    requests and one program scores several. Every valid entry written once and right,
+    nothing else touched; one-row blocks (the wide hot kernel) and row blocks of up to 3."""
+    backend, device = backend_device
+    requests = 150
+    seq_lens = torch.randint(0, 131, (requests,), generator=gen)
+    seq_lens[[3, 70, 140]] = 0
+    seq_lens[77] = 1500
+    query_lens = torch.randint(1, most_rows + 1, (requests,), generator=gen)
+    case = scoring_case(gen, device, heads=16, query_lens=query_lens.tolist(), seq_lens=seq_lens.tolist())
+    check_against_float64(case, backend, device)
+
+
 def test_score_functional_matches_out_variant(backend_device, gen):
     backend, device = backend_device
     case = scoring_case(gen, device, **CASES["ragged"])
@@ -160,12 +176,13 @@ def test_score_strided_inputs(backend_device, gen):
 
 @pytest.mark.parametrize("name", ["ragged", "key-spread", "query-spread", "long-verify", "key-spread-1", "query-spread-1"])
 @pytest.mark.parametrize("exact", ["inline", "fixup"])
-@pytest.mark.parametrize("tile_pages", [1, 2])
+@pytest.mark.parametrize("tile_pages", [1, 2, 4])
 @pytest.mark.parametrize("query_kind", ["fp4", "bf16"])
 def test_exact_path_launch_variants(name, exact, tile_pages, query_kind, backend_device, gen):
     """The scorer's two launch forms for the exact path (in the hot loop, or a fix-up launch
-    over the programs that flagged a tile) score the same entries, each exactly once: one and
-    two pages per tile, one-row blocks (the hot kernel's word-fed form), FP4 and bf16 queries."""
+    over the programs that flagged a tile) score the same entries, each exactly once: one, two
+    and four pages per tile on 4, 8 and 16 warps (the word-fed loop's layouts), one-row blocks
+    (the hot kernel's word-fed form), FP4 and bf16 queries."""
     backend, device = backend_device
     if backend != "triton":
         pytest.skip("a launch form of the Triton kernel")
@@ -179,7 +196,8 @@ def test_exact_path_launch_variants(name, exact, tile_pages, query_kind, backend
     layout = (case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"])
     out = torch.full((case["q"].shape[0], case["block_table"].shape[1] * 64), float("nan"), device=device)
     launch_args = query if query_kind == "fp4" else (query, None)
-    launch_score_paged(out, *launch_args, *layout, case["max_query_len"], exact=exact, tile_pages=tile_pages)
+    launch_score_paged(out, *launch_args, *layout, case["max_query_len"], exact=exact, tile_pages=tile_pages,
+                       num_warps=4 * tile_pages)
     want = float64_scores(query, *layout)
     valid = reference.valid_region(case["query_starts"].cpu(), case["row_ends"].cpu(), want.shape[1])
     got = out.cpu()

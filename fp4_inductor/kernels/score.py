@@ -1,9 +1,17 @@
 """Paged FP4 indexer scoring with shared-key row groups, on exact integer tensor cores.
 
-One program scores a run of pages of one request for *all* of that request's
-rows (up to ``ROWS``), so each key page is read once per request, not once
-per verify row. Keys are the MMA's M side (64 * TILE_PAGES tokens), the
-request's rows x heads its N side.
+A program scores a run of pages of a request for *all* of that request's rows
+(up to ``ROWS``), so each key page is read once per request, not once per
+verify row. Keys are the MMA's M side (64 * TILE_PAGES tokens), the request's
+rows x heads its N side.
+
+The work is balanced across requests in the kernel, with no host step: the
+pages that each request's longest row needs are laid end to end (in whole
+tiles) and cut into one equal share per program, so a long request is spread
+over many programs and short ones share one; a ragged batch takes as long as
+its total of keys says, not as its longest request. One-row blocks of FP4
+queries (next_n=1) run 16 warps per program, one program per SM, with the keys
+loaded straight into the dot operand's layout (``tile_keys``).
 
 E2M1 values times 2 are the integers {0, 1, 2, 3, 4, 6, 8, 12}. Within one
 key (and one query head) the four group scales usually differ by at most
@@ -45,6 +53,7 @@ from .. import formats as F
 from . import rows_aligned
 
 FOLD_LIMIT = tl.constexpr(3)  # 12 << 3 = 96 still fits int8
+SCHEDULE_CHUNK = 128  # requests the in-kernel schedule takes per step
 
 # The PTX operand builder, one call per payload word (elements 8v + 0..7) with the group's code
 # table: magnitudes 0, 1, 2, 3 | 4, 6, 8, 12 shifted left by the group's fold (all zero for a
@@ -98,27 +107,68 @@ def signed_magnitude(nibble, shift):
 
 
 @triton.jit
-def load_key_bytes(cache_ptr, page, page_stride, token, ok, ASM: tl.constexpr, WORDS: tl.constexpr = False):
+def load_key_bytes(cache_ptr, page, page_stride, token, ok, ASM: tl.constexpr):
     """Payload of the keys at ``page`` [M] (page ids), ``token`` [M, 1] (slot in the page).
 
-    GPU: the 64 bytes of each key in order, uint8 [M, 64] (twice), or with ``WORDS`` as 16
-    int32 words [M, 16]. Interpreter: the bytes behind columns 4v + i of the ``a`` and ``b``
-    operands (byte 4v + i // 2 and 4v + 2 + i // 2), uint8 [M, 64]."""
+    GPU: the 64 bytes of each key in order, uint8 [M, 64] (twice). Interpreter: the bytes
+    behind columns 4v + i of the ``a`` and ``b`` operands (byte 4v + i // 2 and 4v + 2 + i // 2),
+    uint8 [M, 64]."""
     if ASM:
-        if WORDS:
-            w = tl.arange(0, 16)[None, :]
-            words = cache_ptr.to(tl.pointer_type(tl.int32)) + (page * (page_stride // 4))[:, None]
-            x = tl.load(words + (w // 4) * 256 + token * 4 + w % 4, mask=ok, other=0)
-        else:
-            col = tl.arange(0, 64)[None, :]
-            x = tl.load((cache_ptr + page * page_stride)[:, None] + (col // 16) * 1024 + token * 16 + col % 16,
-                        mask=ok, other=0)
+        col = tl.arange(0, 64)[None, :]
+        x = tl.load((cache_ptr + page * page_stride)[:, None] + (col // 16) * 1024 + token * 16 + col % 16,
+                    mask=ok, other=0)
         return x, x
     else:
         col = tl.arange(0, 64)[None, :]
         byte = (col // 4) * 4 + (col % 4) // 2
         base = (cache_ptr + page * page_stride)[:, None] + (byte // 16) * 1024 + token * 16 + byte % 16
         return tl.load(base, mask=ok, other=0), tl.load(base + 2, mask=ok, other=0)
+
+
+@triton.jit
+def tile_page_ids(bt_row, block_table_page_stride, first, page_end, TILE_PAGES: tl.constexpr, WARPS: tl.constexpr):
+    """Page ids of the tile's rows (block-table entries from ``first``; 0 past ``page_end``),
+    int64, as [1, 1, warp, 1, repeat, 1] in the arrangement of ``tile_keys``."""
+    REPS: tl.constexpr = 64 * TILE_PAGES // (16 * WARPS)
+    w = tl.arange(0, WARPS)[None, None, :, None, None, None]
+    rep = tl.arange(0, REPS)[None, None, None, None, :, None]
+    index = first + (rep * (16 * WARPS) + w * 16) // 64
+    return tl.load(bt_row + index * block_table_page_stride, mask=index < page_end, other=0).to(tl.int64)
+
+
+@triton.jit
+def tile_keys(cache_ptr, page_stride, page, TILE_PAGES: tl.constexpr, WARPS: tl.constexpr):
+    """Scale bytes int32 [M, 4] and payload words [M, 16] of the tile's keys, loaded so that
+    Triton's coalescing puts them in the int8 dot operand's own layout (no conversion in the
+    loop). Row r = repeat * 16 * WARPS + warp * 16 + row bit 3 * 8 + lane row holds token r % 64
+    of page r // 64; word column w holds payload word w // 4 of group w % 4 (the hot loop's
+    permuted K order). The loads are shaped [group, lane row, warp, row bit 3, repeat, word]."""
+    M: tl.constexpr = 64 * TILE_PAGES
+    REPS: tl.constexpr = M // (16 * WARPS)
+    c = tl.arange(0, 4)[:, None, None, None, None, None]
+    lane_row = tl.arange(0, 8)[None, :, None, None, None, None]
+    warp = tl.arange(0, WARPS)[None, None, :, None, None, None]
+    row_bit3 = tl.arange(0, 2)[None, None, None, :, None, None]
+    rep = tl.arange(0, REPS)[None, None, None, None, :, None]
+    r = lane_row + warp * 16 + row_bit3 * 8 + rep * (16 * WARPS)
+    token = r % 64
+    j4 = tl.arange(0, 4)[None, None, None, None, None, :]
+    words = cache_ptr.to(tl.pointer_type(tl.int32)) + page * (page_stride // 4)
+    x6 = tl.load(words + c * 256 + token * 4 + j4)
+    x = tl.reshape(tl.permute(x6, (4, 2, 3, 1, 5, 0)), (M, 16))
+    scale_at = cache_ptr + page * page_stride + 4096 + (token % 16) * 4 + token // 16 + c * 64
+    e5 = tl.load(tl.reshape(scale_at, (4, 8, WARPS, 2, REPS)))
+    k_exp = tl.reshape(tl.permute(e5, (4, 2, 3, 1, 0)), (M, 4)).to(tl.int32)
+    return k_exp, x
+
+
+@triton.jit
+def st_f32(address, value, mask):
+    """Store float32 ``value`` at int64 ``address`` where ``mask``, in the value's own layout (a
+    tl.store takes a coalescing layout, which costs a shared-memory round trip here)."""
+    return tl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.ne.b32 p, $3, 0; @p st.global.b32 [$1], $2; mov.b32 $0, 0; }", "=r,l,r,r",
+        [address, value.to(tl.int32, bitcast=True), mask.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
 
 
 @triton.jit
@@ -130,29 +180,46 @@ def widen(per_group, times: tl.constexpr):
 
 
 @triton.jit
+def widen_groups(per_group):
+    """[M, 4] -> [M, 64]: column k takes group (k // 4) % 4 (the hot loop's permuted K order)."""
+    M: tl.constexpr = per_group.shape[0]
+    return tl.reshape(tl.broadcast_to(per_group[:, None, :, None], (M, 4, 4, 4)), (M, 64))
+
+
+@triton.jit
 def key_operands(x, x2, shift, ASM: tl.constexpr, WORDS: tl.constexpr = False):
-    """int8 operands (a, b) [M, 64] from ``load_key_bytes``; ``shift`` int32 [M, 4]: left shift
-    per group, -1 for a group left out.
+    """int8 operands (a, b) [M, 64] of the keys; ``shift`` int32 [M, 4]: left shift per group,
+    -1 for a group left out. From ``load_key_bytes`` (x, x2), or with ``WORDS`` from the payload
+    words of ``tile_keys`` (x [M, 16], in the permuted K order: column k of ``a`` is element
+    k % 4 of word k // 4, of ``b`` element 4 + k % 4; word w belongs to group w % 4).
 
     The PTX builder's pack=4 ties it to its layout: each call must see four consecutive columns
     of one row. Fed from a byte load, it keeps that load's layout (16 bytes per thread). Fed from
-    words, Triton moves it into the dot operand's layout, which is right only for an int8 dot
-    (four consecutive K per register): the hot loop of integer scoring. tests/test_prmt.py
-    compiles the kernel for sm_90 and checks the layout of every call."""
+    words, it runs in the int8 dot operand's layout (four consecutive K per register).
+    tests/test_prmt.py compiles the kernel for sm_90 and checks the layout of every call."""
     if ASM:
         ok = shift >= 0
-        lo = widen(tl.where(ok, 0x03020100 << tl.maximum(shift, 0), 0), 16)
-        hi = widen(tl.where(ok, 0x0C080604 << tl.maximum(shift, 0), 0), 16)
         if WORDS:
+            lo = widen_groups(tl.where(ok, 0x03020100 << tl.maximum(shift, 0), 0))
+            hi = widen_groups(tl.where(ok, 0x0C080604 << tl.maximum(shift, 0), 0))
             a, b = tl.inline_asm_elementwise(
                 _PRMT_ASM_WORDS, "=r,=r" + ",r" * 12, [widen(x, 4), lo, hi], dtype=(tl.int8, tl.int8),
                 is_pure=True, pack=4,
             )
         else:
+            lo = widen(tl.where(ok, 0x03020100 << tl.maximum(shift, 0), 0), 16)
+            hi = widen(tl.where(ok, 0x0C080604 << tl.maximum(shift, 0), 0), 16)
             a, b = tl.inline_asm_elementwise(
                 _PRMT_ASM_BYTES, "=r,=r" + ",r" * 9, [x, lo, hi], dtype=(tl.int8, tl.int8), is_pure=True, pack=4,
             )
         return a, b
+    elif WORDS:
+        s = widen_groups(shift)
+        word = widen(x, 4)
+        nibble_shift = (tl.arange(0, 64)[None, :] % 4) * 4
+        a = signed_magnitude((word >> nibble_shift) & 15, tl.maximum(s, 0))
+        b = signed_magnitude((word >> (nibble_shift + 16)) & 15, tl.maximum(s, 0))
+        return tl.where(s >= 0, a, 0).to(tl.int8), tl.where(s >= 0, b, 0).to(tl.int8)
     else:
         s = widen(shift, 16)
         nibble_shift = (tl.arange(0, 64)[None, :] % 2) * 4
@@ -162,13 +229,20 @@ def key_operands(x, x2, shift, ASM: tl.constexpr, WORDS: tl.constexpr = False):
 
 
 @triton.jit
-def query_operands(q_base, c_ok, shift):
+def query_operands(q_base, c_ok, shift, PERMUTED: tl.constexpr = False):
     """int8 operands (a, b) [64, N] of the query columns at ``q_base`` [N] (64 payload bytes each);
-    ``shift`` int32 [N, 4] per group, -1 for a group left out."""
+    ``shift`` int32 [N, 4] per group, -1 for a group left out. ``PERMUTED``: in the K order of
+    ``key_operands`` from words (K word w holds payload word 4 * (w % 4) + w // 4)."""
     k = tl.arange(0, 64)[:, None]
-    byte = (k // 4) * 4 + (k % 4) // 2
+    N: tl.constexpr = shift.shape[0]
+    if PERMUTED:
+        word = 4 * ((k // 4) % 4) + k // 16
+        s = tl.reshape(tl.broadcast_to(tl.trans(shift)[None, :, None, :], (4, 4, 4, N)), (64, N))
+    else:
+        word = k // 4
+        s = tl.reshape(tl.broadcast_to(tl.trans(shift)[:, None, :], (4, 16, N)), (64, N))
+    byte = word * 4 + (k % 4) // 2
     nibble_shift = (k % 2) * 4
-    s = tl.reshape(tl.broadcast_to(tl.trans(shift)[:, None, :], (4, 16, shift.shape[0])), (64, shift.shape[0]))
     raw_a = tl.load(q_base[None, :] + byte, mask=c_ok[None, :], other=0).to(tl.int32) >> nibble_shift
     raw_b = tl.load(q_base[None, :] + byte + 2, mask=c_ok[None, :], other=0).to(tl.int32) >> nibble_shift
     a = tl.where(s >= 0, signed_magnitude(raw_a, tl.maximum(s, 0)), 0)
@@ -226,61 +300,52 @@ def exact_tile(x, x2, k_exp, qa_raw, qb_raw, q_exp, w, out_at, out_ok, ROWS: tl.
 
 
 @triton.jit
-def score_paged_kernel(
-    out_ptr,
-    out_stride,
-    q_payload_ptr,
-    q_scales_ptr,
-    cache_ptr,
-    page_stride,
-    weights_ptr,
-    weights_stride,
-    weights_head_stride,
-    block_table_ptr,
-    block_table_stride,
-    block_table_page_stride,
-    query_starts_ptr,
-    row_ends_ptr,
-    pages_per_split,
-    flags_ptr,
-    HEADS: tl.constexpr,
-    ROWS: tl.constexpr,
-    TILE_PAGES: tl.constexpr,
-    ASM: tl.constexpr,
-    QUERY_FLOAT: tl.constexpr = False,
-    DOT_DTYPE: tl.constexpr = tl.bfloat16,
-    MODE: tl.constexpr = 0,
-    WORDS: tl.constexpr = False,
+def folded_logits(acc, w_folded, ROWS: tl.constexpr, HEADS: tl.constexpr, ASM: tl.constexpr, QUERY_FLOAT: tl.constexpr):
+    """[M, ROWS] logits of a tile on the folded path, before the key's own factor: relu of the
+    dot [M, ROWS * HEADS], times the folded head weights, summed over heads."""
+    M: tl.constexpr = acc.shape[0]
+    if ASM and not QUERY_FLOAT:
+        # relu and conversion in one FMUL.SAT of acc's bits as float32: a value 0 <= acc < 2**21
+        # reads as the subnormal acc * 2**-149 (exact), times 2**127 it is acc * 2**-22 (normal);
+        # a negative one reads as NaN, which .sat makes 0. No integer max, no int-to-float
+        # conversion.
+        relu = tl.inline_asm_elementwise(_RELU_ASM, "=r,r", [acc], dtype=tl.int32, is_pure=True, pack=1)
+        relu = relu.to(tl.float32, bitcast=True)
+        unscale = _RELU_UNSCALE
+    else:
+        # relu that keeps NaN (an unquantized query may hold one).
+        relu = tl.where(acc < 0, 0, acc).to(tl.float32)
+        unscale = 1.0
+    weighted = relu * w_folded[None, :]
+    return tl.sum(tl.reshape(weighted, (M, ROWS, HEADS)), axis=2) * unscale
+
+
+@triton.jit
+def score_request(
+    request, share_begin, share_end, fewest,
+    out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride,
+    weights_ptr, weights_stride, weights_head_stride,
+    block_table_ptr, block_table_stride, block_table_page_stride, query_starts_ptr, row_ends_ptr,
+    HEADS: tl.constexpr, ROWS: tl.constexpr, TILE_PAGES: tl.constexpr, ASM: tl.constexpr, QUERY_FLOAT: tl.constexpr,
+    DOT_DTYPE: tl.constexpr, MODE: tl.constexpr, WORDS: tl.constexpr, WARPS: tl.constexpr,
 ):
-    # MODE 0: both paths in one loop, one vote per tile on which to take. MODE 1: the folded
-    # path for every key, no vote; a key that does not fold keeps only its folding groups and
-    # marks its program (one flag byte). MODE 2 (launched after 1 on the same grid): the exact
-    # path for the tiles that do not fold, in marked programs only. 1 + 2 keep the exact path's
-    # registers and the per-tile vote out of the hot loop.
-    request = tl.program_id(0)
-    split = tl.program_id(1)
+    """Pages [share_begin, share_end) of ``request`` for all of its rows (its row blocks from
+    program_id(1) on, in steps of num_programs(1)); returns ``fewest`` (MODE 1), updated."""
     N: tl.constexpr = ROWS * HEADS
     M: tl.constexpr = 64 * TILE_PAGES
-
-    fewest = tl.full((M,), FOLD_LIMIT, tl.int32)  # MODE 1: each slot's smallest fold seen
     request_start = tl.load(query_starts_ptr + request)
     request_rows = tl.load(query_starts_ptr + request + 1) - request_start
-    if MODE != 0:
-        flag_at = flags_ptr + (request * tl.num_programs(1) + split) * tl.num_programs(2) + tl.program_id(2)
-        if MODE == 2:
-            # A program that left nothing out has nothing to do here.
-            request_rows = tl.where(tl.load(flag_at) != 0, request_rows, 0)
     # Row blocks beyond the launch's (sized from max_query_len) are taken in turn by the
     # same programs: the hint sets the launch shape, never which rows get scored.
-    for row_block in range(tl.program_id(2), tl.cdiv(request_rows, ROWS), tl.num_programs(2)):
+    for row_block in range(tl.program_id(1), tl.cdiv(request_rows, ROWS), tl.num_programs(1)):
         first_row = request_start + row_block * ROWS
         rows_here = request_rows - row_block * ROWS
         rr = tl.arange(0, ROWS)
         row_ends = tl.load(row_ends_ptr + first_row + rr, mask=rr < rows_here, other=0)
         # Only the pages that the longest row of this block needs are read.
         pages_needed = tl.cdiv(tl.max(row_ends, axis=0), 64)
-        page_begin = split * pages_per_split
-        page_end = tl.minimum(page_begin + pages_per_split, pages_needed)
+        page_begin = share_begin
+        page_end = tl.minimum(share_end, pages_needed)
         if page_begin < page_end:
             # The query block: N columns (row, head), loaded and converted once.
             c = tl.arange(0, N)
@@ -306,7 +371,7 @@ def score_paged_kernel(
                 q_max = tl.max(q_exp, axis=1)
                 q_fold = FOLD_LIMIT - (q_max[:, None] - q_exp)
                 query_folds = tl.min(tl.min(q_fold, axis=1), axis=0) >= 0
-                qa, qb = query_operands(q_base, c_ok, tl.maximum(q_fold, 0))
+                qa, qb = query_operands(q_base, c_ok, tl.maximum(q_fold, 0), WORDS)
                 qa_raw, qb_raw = query_operands(q_base, c_ok, tl.zeros_like(q_exp))
                 w_folded = w * power_of_two(q_max, 0.0625)
             w_folded = tl.where(c_ok, w_folded, 0.0)
@@ -332,6 +397,35 @@ def score_paged_kernel(
                         out_ok = (j[:, None] < row_ends[None, :]) & (rr < rows_here)[None, :]
                         exact_tile(x, x2, k_exp, qa_raw, qb_raw, q_exp, w, out_at, out_ok, ROWS, HEADS, ASM,
                                    QUERY_FLOAT, DOT_DTYPE)
+            elif WORDS:
+                # The hot loop fed payload words: keys loaded straight into the dot operand's
+                # layout (tile_keys), logits stored from the accumulator's; no layout conversion
+                # in the loop. Page ids and keys one tile ahead. Slots past page_end read page 0
+                # (always there) and are never stored.
+                page = tile_page_ids(bt_row, block_table_page_stride, page_begin, page_end, TILE_PAGES, WARPS)
+                k_exp, x = tile_keys(cache_ptr, page_stride, page, TILE_PAGES, WARPS)
+                page_ahead = tile_page_ids(bt_row, block_table_page_stride, page_begin + TILE_PAGES, page_end,
+                                           TILE_PAGES, WARPS)
+                out_rows = out_ptr.to(tl.int64) + (first_row + rr).to(tl.int64)[None, :] * (out_stride * 4)
+                for tile in range(page_begin, page_end, TILE_PAGES):
+                    cur_exp, cur_x = k_exp, x
+                    k_exp, x = tile_keys(cache_ptr, page_stride, page_ahead, TILE_PAGES, WARPS)
+                    page_ahead = tile_page_ids(bt_row, block_table_page_stride, tile + 2 * TILE_PAGES, page_end,
+                                               TILE_PAGES, WARPS)
+                    k_max = tl.max(cur_exp, axis=1)
+                    k_fold = FOLD_LIMIT - (k_max[:, None] - cur_exp)
+                    fewest = tl.minimum(fewest, tl.min(k_fold, axis=1))
+                    ka, kb = key_operands(cur_x, cur_x, k_fold, ASM, WORDS)
+                    acc = key_dot(ka, kb, qa, qb, QUERY_FLOAT, DOT_DTYPE)
+                    logits = folded_logits(acc, w_folded, ROWS, HEADS, ASM, QUERY_FLOAT)
+                    value = logits * power_of_two(k_max, 0.0625)[:, None]
+                    j = tile * 64 + m
+                    out_ok = (j[:, None] < row_ends[None, :]) & (rr < rows_here)[None, :]
+                    if ASM:
+                        st_f32(out_rows + j.to(tl.int64)[:, None] * 4, value, out_ok)
+                    else:
+                        out_at = out_ptr + (first_row + rr).to(tl.int64)[None, :] * out_stride + j[:, None]
+                        tl.store(out_at, value, mask=out_ok)
             else:
                 # Software pipeline: page ids two tiles ahead, scales and payload one tile ahead, so
                 # the loads of the next tile are in flight while this one is converted and multiplied.
@@ -340,7 +434,7 @@ def score_paged_kernel(
                 page = tl.load(bt_row + index * block_table_page_stride, mask=ok, other=0).to(tl.int64)
                 section = (cache_ptr + page * page_stride)[:, None]
                 k_exp = tl.load(section + scale_at, mask=ok[:, None], other=0).to(tl.int32)
-                x, x2 = load_key_bytes(cache_ptr, page, page_stride, token, ok[:, None], ASM, WORDS)
+                x, x2 = load_key_bytes(cache_ptr, page, page_stride, token, ok[:, None], ASM)
                 ahead = page_begin + TILE_PAGES + m // 64
                 page_ahead = tl.load(bt_row + ahead * block_table_page_stride, mask=ahead < page_end, other=0).to(tl.int64)
                 for tile in range(page_begin, page_end, TILE_PAGES):
@@ -349,7 +443,7 @@ def score_paged_kernel(
                     ok = index < page_end
                     section = (cache_ptr + page_ahead * page_stride)[:, None]
                     k_exp = tl.load(section + scale_at, mask=ok[:, None], other=0).to(tl.int32)
-                    x, x2 = load_key_bytes(cache_ptr, page_ahead, page_stride, token, ok[:, None], ASM, WORDS)
+                    x, x2 = load_key_bytes(cache_ptr, page_ahead, page_stride, token, ok[:, None], ASM)
                     ahead = index + TILE_PAGES
                     page_ahead = tl.load(bt_row + ahead * block_table_page_stride, mask=ahead < page_end, other=0).to(tl.int64)
 
@@ -364,65 +458,137 @@ def score_paged_kernel(
                     out_at = out_ptr + (first_row + rr).to(tl.int64)[None, :] * out_stride + j[:, None]
                     out_ok = (j[:, None] < row_ends[None, :]) & (rr < rows_here)[None, :]
                     if folds:
-                        ka, kb = key_operands(cur_x, cur_x2, k_fold, ASM, WORDS)
+                        ka, kb = key_operands(cur_x, cur_x2, k_fold, ASM)
                         acc = key_dot(ka, kb, qa, qb, QUERY_FLOAT, DOT_DTYPE)
-                        if ASM and not QUERY_FLOAT:
-                            # relu and conversion in one FMUL.SAT of acc's bits as float32: a value
-                            # 0 <= acc < 2**21 reads as the subnormal acc * 2**-149 (exact), times
-                            # 2**127 it is acc * 2**-22 (normal); a negative one reads as NaN,
-                            # which .sat makes 0. No integer max, no int-to-float conversion.
-                            relu = tl.inline_asm_elementwise(_RELU_ASM, "=r,r", [acc], dtype=tl.int32, is_pure=True, pack=1)
-                            relu = relu.to(tl.float32, bitcast=True)
-                            unscale = _RELU_UNSCALE
-                        else:
-                            # relu that keeps NaN (an unquantized query may hold one).
-                            relu = tl.where(acc < 0, 0, acc).to(tl.float32)
-                            unscale = 1.0
-                        weighted = relu * w_folded[None, :]
-                        logits = tl.sum(tl.reshape(weighted, (M, ROWS, HEADS)), axis=2) * unscale
+                        logits = folded_logits(acc, w_folded, ROWS, HEADS, ASM, QUERY_FLOAT)
                         tl.store(out_at, logits * power_of_two(k_max, 0.0625)[:, None], mask=out_ok)
                     if MODE == 0:
                         if not folds:
                             exact_tile(cur_x, cur_x2, cur_exp, qa_raw, qb_raw, q_exp, w, out_at, out_ok, ROWS, HEADS, ASM,
                                        QUERY_FLOAT, DOT_DTYPE)
+    return fewest
+
+
+@triton.jit
+def request_units(query_starts_ptr, row_ends_ptr, first, requests, UNIT_PAGES: tl.constexpr, CHUNK: tl.constexpr):
+    """int32 [CHUNK]: of requests first .. first + CHUNK - 1 (0 past the last), the pages that
+    each one's longest row needs, in whole units of UNIT_PAGES pages."""
+    request = first + tl.arange(0, CHUNK)
+    inside = request < requests
+    start = tl.load(query_starts_ptr + request, mask=inside, other=0).to(tl.int32)
+    rows = tl.load(query_starts_ptr + request + 1, mask=inside, other=0).to(tl.int32) - start
+    longest = tl.zeros((CHUNK,), dtype=tl.int32)
+    for i in range(0, tl.max(rows, axis=0)):
+        longest = tl.maximum(longest, tl.load(row_ends_ptr + start + i, mask=i < rows, other=0).to(tl.int32))
+    return tl.cdiv(longest, 64 * UNIT_PAGES)
+
+
+@triton.jit
+def score_paged_kernel(
+    out_ptr,
+    out_stride,
+    q_payload_ptr,
+    q_scales_ptr,
+    cache_ptr,
+    page_stride,
+    weights_ptr,
+    weights_stride,
+    weights_head_stride,
+    block_table_ptr,
+    block_table_stride,
+    block_table_page_stride,
+    query_starts_ptr,
+    row_ends_ptr,
+    requests,
+    flags_ptr,
+    HEADS: tl.constexpr,
+    ROWS: tl.constexpr,
+    TILE_PAGES: tl.constexpr,
+    SHARE_PAGES: tl.constexpr,
+    CHUNK: tl.constexpr,
+    ASM: tl.constexpr,
+    QUERY_FLOAT: tl.constexpr = False,
+    DOT_DTYPE: tl.constexpr = tl.bfloat16,
+    MODE: tl.constexpr = 0,
+    WORDS: tl.constexpr = False,
+    WARPS: tl.constexpr = 4,
+):
+    # MODE 0: both paths in one loop, one vote per tile on which to take. MODE 1: the folded
+    # path for every key, no vote; a key that does not fold keeps only its folding groups and
+    # marks its program (one flag byte). MODE 2 (launched after 1 on the same grid): the exact
+    # path for the tiles that do not fold, in marked programs only. 1 + 2 keep the exact path's
+    # registers and the per-tile vote out of the hot loop.
+    M: tl.constexpr = 64 * TILE_PAGES
+    fewest = tl.full((M,), FOLD_LIMIT, tl.int32)  # MODE 1: each slot's smallest fold seen
+    flag_at = flags_ptr + tl.program_id(0) * tl.num_programs(1) + tl.program_id(1)
+    run = True
+    if MODE == 2:
+        run = tl.load(flag_at) != 0  # a program that left nothing out has nothing to do here
+
+    # The schedule, computed alike by every program (no host work, graph-safe): the pages each
+    # request's longest row needs, in whole units of SHARE_PAGES pages (a multiple of TILE_PAGES;
+    # both launches of the fix-up pair cut the same shares), laid end to end across requests and
+    # cut into num_programs(0) equal shares at unit boundaries. A long request is spread over many
+    # programs, short ones share a program; no program waits for the longest request.
+    seen = tl.zeros((CHUNK,), dtype=tl.int32)
+    for first in range(0, requests, CHUNK):
+        seen += request_units(query_starts_ptr, row_ends_ptr, first, requests, SHARE_PAGES, CHUNK)
+    total = tl.sum(seen, axis=0).to(tl.int64)
+    begin = (tl.program_id(0) * total // tl.num_programs(0)).to(tl.int32)
+    end = ((tl.program_id(0) + 1) * total // tl.num_programs(0)).to(tl.int32)
+    # The request holding unit ``begin``: all requests that end at or before it come first.
+    seen = tl.zeros((CHUNK,), dtype=tl.int32)
+    before = tl.zeros((CHUNK,), dtype=tl.int32)  # summed: the requests wholly before the share
+    before_units = tl.zeros((CHUNK,), dtype=tl.int32)  # summed: their units
+    for first in range(0, requests, CHUNK):
+        units = request_units(query_starts_ptr, row_ends_ptr, first, requests, SHARE_PAGES, CHUNK)
+        ends = tl.sum(seen, axis=0) + tl.cumsum(units, axis=0)
+        done = (ends <= begin) & (first + tl.arange(0, CHUNK) < requests)
+        before += done.to(tl.int32)
+        before_units += tl.where(done, units, 0)
+        seen += units
+    request = tl.sum(before, axis=0)
+    first_page = tl.sum(before_units, axis=0) * SHARE_PAGES
+    while run & (request < requests) & (first_page < end * SHARE_PAGES):
+        start = tl.load(query_starts_ptr + request)
+        longest = 0
+        for i in range(0, tl.load(query_starts_ptr + request + 1) - start):
+            longest = tl.maximum(longest, tl.load(row_ends_ptr + start + i).to(tl.int32))
+        fewest = score_request(
+            request, tl.maximum(begin * SHARE_PAGES - first_page, 0), end * SHARE_PAGES - first_page, fewest,
+            out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, weights_ptr, weights_stride,
+            weights_head_stride, block_table_ptr, block_table_stride, block_table_page_stride,
+            query_starts_ptr, row_ends_ptr, HEADS, ROWS, TILE_PAGES, ASM, QUERY_FLOAT, DOT_DTYPE, MODE, WORDS, WARPS)
+        first_page += tl.cdiv(longest, 64 * SHARE_PAGES) * SHARE_PAGES
+        request += 1
     if MODE == 1:
         tl.store(flag_at, (tl.min(fewest, axis=0) < 0).to(tl.uint8))
 
 
 def payload_words(mode: int, query_float: bool) -> bool:
-    """Whether a launch feeds the PTX builder payload words (no byte repacking in the loop) rather
-    than bytes: only the fix-up pair's hot kernel with integer scoring, where Triton moves the
-    builder into the int8 dot operand's layout (four consecutive K per register; key_operands)."""
+    """Whether a launch of ``mode`` may take the word-fed hot loop (``tile_keys``: payload words
+    loaded in the int8 dot operand's layout, four consecutive K per register): only the fix-up
+    pair's hot kernel with integer scoring. The launcher also needs the words aligned."""
     return mode == 1 and not query_float
 
 
-def split_plan(requests: int, pages_per_request: int, row_blocks: int, device: torch.device, per_sm: int = 4) -> int:
-    """Pages per program: enough programs to fill the GPU at small batch (from shapes only)."""
-    if device.type == "cuda":
-        sms = torch.cuda.get_device_properties(device).multi_processor_count
-    else:
-        sms = 4
-    splits = max(1, min(pages_per_request, triton.cdiv(per_sm * sms, max(1, requests * row_blocks))))
-    return max(1, triton.cdiv(pages_per_request, splits))
+def launch_plan(word_fed: bool, columns: int, tuning: dict) -> tuple[int, int, int]:
+    """(pages per tile, warps, programs per SM) of one launch pair; ``word_fed``: its hot kernel
+    takes the word-fed loop; ``columns``: rows per block x heads. ``tuning`` (tile_pages,
+    num_warps, programs_per_sm) overrides each.
 
-
-def launch_maxnreg(words: bool, rows_per_block: int, tuning: dict) -> int:
-    """Register cap (``maxnreg``) of one launch, 0 for none. ``tuning["maxnreg"]`` (0 = none)
-    sets every launch; by default only the launch fed payload words (``payload_words``: the
-    fix-up pair's hot kernel with the PTX builder and FP4 queries, CUDA only) with one-row
-    blocks is capped, at 168.
-
-    Measured on the H200 (docs/benchmarks.md, 2026-12-03 (day)): that kernel wants 242
-    registers, which fit two programs per SM; capped at 168 (32 bytes of spills in a local sm_90
-    compile) three fit, and next_n=1 goes from 111 to 95 us. Left uncapped: bf16 queries
-    (slower with the cap), two-row blocks and the portable builder (both spill hundreds of bytes
-    under it), the exact pass and the inline form (not measured with it).
-
-    Inductor compiles a user kernel with no ``maxnreg``, so under torch.compile the hot kernel
-    runs uncapped (111 us, torch 2.11)."""
-    if "maxnreg" in tuning:
-        return tuning["maxnreg"] or 0
-    return 168 if words and rows_per_block == 1 else 0
+    Measured on the H200 (docs/benchmarks.md, 2026-12-03 (afternoon)), with equal shares:
+    - the word-fed hot kernel with at most 64 columns (next_n=1 at 64 heads): 16 warps x 4
+      pages, one program per SM. 512 threads hold ptxas to 128 registers without a cap, so
+      torch.compile (Inductor passes no ``maxnreg``) runs it as fast as eager: 88.5-89.3 us
+      at B=64 x 32768, against 95.6 for 4 warps capped at 168 registers (111 compiled).
+    - everything else: 4 warps x 2 pages, two programs per SM (as many as fit at 255
+      registers): next_n=2 131.9-133.7 us, next_n=4 238 us; three or four per SM are slower.
+    """
+    wide = word_fed and columns <= 64
+    tile_pages, num_warps, per_sm = (4, 16, 1) if wide else (2, 4, 2)
+    return (tuning.get("tile_pages", tile_pages), tuning.get("num_warps", num_warps),
+            tuning.get("programs_per_sm", per_sm))
 
 
 def _sixteen_byte_aligned(cache: torch.Tensor) -> bool:
@@ -437,8 +603,9 @@ def _sixteen_byte_aligned(cache: torch.Tensor) -> bool:
 def launch_score_paged(
     out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len, **tuning
 ) -> None:
-    """Launch the scorer; ``tuning`` (tile_pages, num_warps, num_stages, splits_per_sm, maxnreg,
-    max_columns, asm, exact) is for benchmarks/score_variants.py and is not part of the API.
+    """Launch the scorer; ``tuning`` (tile_pages, num_warps, num_stages, programs_per_sm,
+    maxnreg, max_columns, asm, exact) is for benchmarks/score_variants.py and is not part of
+    the API.
 
     ``q_scales=None``: ``q_payload`` holds unquantized queries float [rows, H, 128], scored as
     bf16 against the FP4 keys (the higher-recall mode)."""
@@ -461,12 +628,6 @@ def launch_score_paged(
     # longer verify groups are split into row blocks, each still sharing its key reads.
     rows_per_block = min(triton.next_power_of_2(max_query_len), max(1, tuning.get("max_columns", 128) // heads))
     row_blocks = triton.cdiv(max_query_len, rows_per_block)
-    # Measured on the H200 (docs/benchmarks.md, 2026-12-03): two pages per tile with the fix-up
-    # form, at every verify length.
-    tile_pages = tuning.get("tile_pages", 2)
-    pages_per_split = split_plan(requests, pages_per_request, row_blocks, cache.device, tuning.get("splits_per_sm", 4))
-    pages_per_split = triton.cdiv(pages_per_split, tile_pages) * tile_pages
-    grid = (requests, triton.cdiv(pages_per_request, pages_per_split), row_blocks)
     asm = tuning.get("asm", gpu and torch.version.hip is None and _sixteen_byte_aligned(cache))
     # "fixup" (the default): a hot kernel without the exact path and without a per-tile vote,
     # then the exact path in the programs that marked a key; 1.5-1.7x faster than "inline"
@@ -474,21 +635,34 @@ def launch_score_paged(
     exact = tuning.get("exact", "fixup")
     if exact not in ("inline", "fixup"):
         raise ValueError(f"exact: expected 'inline' or 'fixup', got {exact!r}")
+    # The word-fed hot loop: on the GPU with the PTX builder; the interpreter takes it too (with
+    # the integer builder) wherever the words are 4-byte aligned, so CPU runs execute it.
+    word_fed = exact == "fixup" and payload_words(1, query_float) and (asm if gpu else rows_aligned(cache, 4))
+    tile_pages, num_warps, per_sm = launch_plan(word_fed, rows_per_block * heads, tuning)
+    if word_fed and (64 * tile_pages) % (16 * num_warps):
+        raise ValueError(f"tile_pages: the word-fed loop needs 64 * tile_pages to be a multiple of 16 * num_warps, "
+                         f"got tile_pages={tile_pages} with num_warps={num_warps}")
+    # One program per share of all requests' pages (the kernel computes the shares), per row block.
+    sms = torch.cuda.get_device_properties(cache.device).multi_processor_count if gpu else 4
+    grid = (max(1, per_sm * sms // row_blocks), row_blocks)
     flags = query_starts  # never touched in the one-kernel form (a read-only stand-in)
     modes = (0,)
     if exact == "fixup":
-        flags = torch.empty(grid[0] * grid[1] * grid[2], dtype=torch.uint8, device=out.device)
+        flags = torch.empty(grid[0] * grid[1], dtype=torch.uint8, device=out.device)
         modes = (1, 2)
+    maxnreg = tuning.get("maxnreg")
     for mode in modes:
-        words = asm and payload_words(mode, query_float)
-        maxnreg = launch_maxnreg(words, rows_per_block, tuning)
+        words = word_fed and payload_words(mode, query_float)
+        # The exact pass takes its shares a page at a time on 4 warps: with 2 pages per tile,
+        # inside the loop over a share's requests, Triton puts its PTX builder in a layout that
+        # breaks pack=4 (tests/test_prmt.py checks every default launch).
+        tile, warps = (1, 4) if mode == 2 else (tile_pages, num_warps)
         wrap_triton(score_paged_kernel)[grid](
             out, out.stride(0), q_payload, q_scales, cache, cache.stride(0), weights, weights.stride(0), weights.stride(1),
-            block_table, block_table.stride(0), block_table.stride(1), query_starts, row_ends, pages_per_split, flags,
-            HEADS=heads, ROWS=rows_per_block, TILE_PAGES=tile_pages, ASM=asm,
-            QUERY_FLOAT=query_float, DOT_DTYPE=tl.bfloat16 if gpu else tl.float32, MODE=mode,
-            WORDS=words,
-            num_warps=tuning.get("num_warps", 4),
+            block_table, block_table.stride(0), block_table.stride(1), query_starts, row_ends, requests, flags,
+            HEADS=heads, ROWS=rows_per_block, TILE_PAGES=tile, SHARE_PAGES=tile_pages,
+            ASM=asm, QUERY_FLOAT=query_float, DOT_DTYPE=tl.bfloat16 if gpu else tl.float32, MODE=mode,
+            WORDS=words, WARPS=warps, CHUNK=SCHEDULE_CHUNK, num_warps=warps,
             num_stages=tuning.get("num_stages", 3),
             **({"maxnreg": maxnreg} if maxnreg else {}),
         )

@@ -12,7 +12,7 @@ import triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from .score import payload_words
+from .score import SCHEDULE_CHUNK, payload_words
 
 
 def compile_scorer(kernel, rows: int, tile_pages: int, mode: int = 0, query_float: bool = False,
@@ -24,8 +24,9 @@ def compile_scorer(kernel, rows: int, tile_pages: int, mode: int = 0, query_floa
     pointers = {"out_ptr": "*fp32", "q_payload_ptr": query, "q_scales_ptr": query, "cache_ptr": "*u8",
                 "weights_ptr": "*fp32", "block_table_ptr": "*i32", "query_starts_ptr": "*i32",
                 "row_ends_ptr": "*i32", "flags_ptr": "*u8"}
-    const = dict(HEADS=64, ROWS=rows, TILE_PAGES=tile_pages, ASM=True, QUERY_FLOAT=query_float,
-                 DOT_DTYPE=tl.bfloat16, MODE=mode, WORDS=payload_words(mode, query_float))
+    const = dict(HEADS=64, ROWS=rows, TILE_PAGES=tile_pages, SHARE_PAGES=tile_pages, CHUNK=SCHEDULE_CHUNK, ASM=True,
+                 QUERY_FLOAT=query_float, DOT_DTYPE=tl.bfloat16, MODE=mode, WORDS=payload_words(mode, query_float),
+                 WARPS=num_warps)
     const = {k: v for k, v in const.items() if k in params}
     signature = {p: "constexpr" if p in const else pointers.get(p, "i32") for p in params}
     aligned = set(pointers) | {"out_stride", "page_stride", "weights_stride"}
