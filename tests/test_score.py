@@ -92,16 +92,15 @@ def check_against_float64(case, backend, device, query=None):
 
 @pytest.mark.parametrize("most_rows", [1, 3])
 def test_shares_cross_requests(most_rows, backend_device, gen):
-    """The in-kernel schedule: more requests than one pass of it takes at once (128), empty
-    ones and one long one, so the equal shares of all requests' pages start and end inside
-    requests and one program scores several. Every valid entry written once and right,
-    nothing else touched; one-row blocks (the wide hot kernel) and row blocks of up to 3."""
+    """The in-kernel schedule: more requests than one step of it takes (128), short and empty
+    ones first and longer ones after, so the equal shares of all requests' pages start and end
+    inside requests, one program scores several, and the interpreter's last share starts past
+    request 128. Every valid entry written once and right, nothing else touched; one-row blocks
+    and row blocks of up to 3 rows."""
     backend, device = backend_device
-    requests = 150
-    seq_lens = torch.randint(0, 131, (requests,), generator=gen)
+    seq_lens = torch.cat([torch.randint(0, 64, (100,), generator=gen), torch.randint(1000, 1201, (50,), generator=gen)])
     seq_lens[[3, 70, 140]] = 0
-    seq_lens[77] = 1500
-    query_lens = torch.randint(1, most_rows + 1, (requests,), generator=gen)
+    query_lens = torch.randint(1, most_rows + 1, (150,), generator=gen)
     case = scoring_case(gen, device, heads=16, query_lens=query_lens.tolist(), seq_lens=seq_lens.tolist())
     check_against_float64(case, backend, device)
 

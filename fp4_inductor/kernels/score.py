@@ -9,9 +9,10 @@ The work is balanced across requests in the kernel, with no host step: the
 pages that each request's longest row needs are laid end to end (in whole
 tiles) and cut into one equal share per program, so a long request is spread
 over many programs and short ones share one; a ragged batch takes as long as
-its total of keys says, not as its longest request. One-row blocks of FP4
-queries (next_n=1) run 16 warps per program, one program per SM, with the keys
-loaded straight into the dot operand's layout (``tile_keys``).
+its total of keys says, not as its longest request. The hot pass of FP4 queries
+loads the keys straight into the dot operand's layout (``tile_keys``); with at
+most 64 columns (next_n=1 at 64 heads) it runs 16 warps per program, one program
+per SM (``launch_plan``).
 
 E2M1 values times 2 are the integers {0, 1, 2, 3, 4, 6, 8, 12}. Within one
 key (and one query head) the four group scales usually differ by at most
@@ -127,13 +128,15 @@ def load_key_bytes(cache_ptr, page, page_stride, token, ok, ASM: tl.constexpr):
 
 @triton.jit
 def tile_page_ids(bt_row, block_table_page_stride, first, page_end, TILE_PAGES: tl.constexpr, WARPS: tl.constexpr):
-    """Page ids of the tile's rows (block-table entries from ``first``; 0 past ``page_end``),
-    int64, as [1, 1, warp, 1, repeat, 1] in the arrangement of ``tile_keys``."""
+    """Page ids of the tile's rows (block-table entries from ``first``, clamped to the share's
+    last page ``page_end - 1``, so slots past the share read a page of the share itself: never
+    stored, and never flagging the program for the exact pass), int64, as [1, 1, warp, 1,
+    repeat, 1] in the arrangement of ``tile_keys``."""
     REPS: tl.constexpr = 64 * TILE_PAGES // (16 * WARPS)
     w = tl.arange(0, WARPS)[None, None, :, None, None, None]
     rep = tl.arange(0, REPS)[None, None, None, None, :, None]
-    index = first + (rep * (16 * WARPS) + w * 16) // 64
-    return tl.load(bt_row + index * block_table_page_stride, mask=index < page_end, other=0).to(tl.int64)
+    index = tl.minimum(first + (rep * (16 * WARPS) + w * 16) // 64, page_end - 1)
+    return tl.load(bt_row + index * block_table_page_stride).to(tl.int64)
 
 
 @triton.jit
@@ -400,8 +403,7 @@ def score_request(
             elif WORDS:
                 # The hot loop fed payload words: keys loaded straight into the dot operand's
                 # layout (tile_keys), logits stored from the accumulator's; no layout conversion
-                # in the loop. Page ids and keys one tile ahead. Slots past page_end read page 0
-                # (always there) and are never stored.
+                # in the loop. Page ids two tiles ahead, keys one.
                 page = tile_page_ids(bt_row, block_table_page_stride, page_begin, page_end, TILE_PAGES, WARPS)
                 k_exp, x = tile_keys(cache_ptr, page_stride, page, TILE_PAGES, WARPS)
                 page_ahead = tile_page_ids(bt_row, block_table_page_stride, page_begin + TILE_PAGES, page_end,
@@ -565,11 +567,11 @@ def score_paged_kernel(
         tl.store(flag_at, (tl.min(fewest, axis=0) < 0).to(tl.uint8))
 
 
-def payload_words(mode: int, query_float: bool) -> bool:
-    """Whether a launch of ``mode`` may take the word-fed hot loop (``tile_keys``: payload words
-    loaded in the int8 dot operand's layout, four consecutive K per register): only the fix-up
-    pair's hot kernel with integer scoring. The launcher also needs the words aligned."""
-    return mode == 1 and not query_float
+def word_fed_pass(exact: str, query_float: bool) -> bool:
+    """Whether a call's hot pass may take the word-fed loop (``tile_keys``: payload words loaded
+    in the int8 dot operand's layout, four consecutive K per register): the fix-up form with
+    integer scoring (FP4 queries). The launcher also needs the words aligned."""
+    return exact == "fixup" and not query_float
 
 
 def launch_plan(word_fed: bool, columns: int, tuning: dict) -> tuple[int, int, int]:
@@ -591,6 +593,22 @@ def launch_plan(word_fed: bool, columns: int, tuning: dict) -> tuple[int, int, i
             tuning.get("programs_per_sm", per_sm))
 
 
+def launch_forms(exact: str, asm: bool, word_fed: bool, tile_pages: int, num_warps: int) -> list[dict]:
+    """The kernel launches of one call, in order, as their constexprs (``WARPS`` is also the
+    launch's num_warps); all on the same grid, cutting the same shares (``SHARE_PAGES``).
+
+    ``exact="inline"``: one launch (MODE 0). ``"fixup"``: the hot pass (MODE 1, word-fed where
+    ``word_fed``) and the exact pass (MODE 2). The exact pass builds its operands with the
+    portable integer builder, at most 2 pages per tile on 4 warps: inside the loop over a
+    share's requests, Triton 3.7 puts that pass's PTX builder in a layout that breaks pack=4
+    (tests/test_prmt.py compiles every default launch), and the pass only runs the tiles whose
+    keys do not fold."""
+    if exact == "inline":
+        return [dict(MODE=0, TILE_PAGES=tile_pages, SHARE_PAGES=tile_pages, ASM=asm, WORDS=False, WARPS=num_warps)]
+    return [dict(MODE=1, TILE_PAGES=tile_pages, SHARE_PAGES=tile_pages, ASM=asm, WORDS=word_fed, WARPS=num_warps),
+            dict(MODE=2, TILE_PAGES=min(tile_pages, 2), SHARE_PAGES=tile_pages, ASM=False, WORDS=False, WARPS=4)]
+
+
 def _sixteen_byte_aligned(cache: torch.Tensor) -> bool:
     """Whether every section starts 16-byte aligned. The PTX builder packs each thread's four
     consecutive payload bytes into one register; Triton keeps 16 consecutive bytes per thread
@@ -605,7 +623,8 @@ def launch_score_paged(
 ) -> None:
     """Launch the scorer; ``tuning`` (tile_pages, num_warps, num_stages, programs_per_sm,
     maxnreg, max_columns, asm, exact) is for benchmarks/score_variants.py and is not part of
-    the API.
+    the API. tile_pages and num_warps set the hot pass (and the shares); the exact pass keeps
+    its own (``launch_forms``).
 
     ``q_scales=None``: ``q_payload`` holds unquantized queries float [rows, H, 128], scored as
     bf16 against the FP4 keys (the higher-recall mode)."""
@@ -637,7 +656,7 @@ def launch_score_paged(
         raise ValueError(f"exact: expected 'inline' or 'fixup', got {exact!r}")
     # The word-fed hot loop: on the GPU with the PTX builder; the interpreter takes it too (with
     # the integer builder) wherever the words are 4-byte aligned, so CPU runs execute it.
-    word_fed = exact == "fixup" and payload_words(1, query_float) and (asm if gpu else rows_aligned(cache, 4))
+    word_fed = word_fed_pass(exact, query_float) and (asm if gpu else rows_aligned(cache, 4))
     tile_pages, num_warps, per_sm = launch_plan(word_fed, rows_per_block * heads, tuning)
     if word_fed and (64 * tile_pages) % (16 * num_warps):
         raise ValueError(f"tile_pages: the word-fed loop needs 64 * tile_pages to be a multiple of 16 * num_warps, "
@@ -645,24 +664,17 @@ def launch_score_paged(
     # One program per share of all requests' pages (the kernel computes the shares), per row block.
     sms = torch.cuda.get_device_properties(cache.device).multi_processor_count if gpu else 4
     grid = (max(1, per_sm * sms // row_blocks), row_blocks)
-    flags = query_starts  # never touched in the one-kernel form (a read-only stand-in)
-    modes = (0,)
-    if exact == "fixup":
-        flags = torch.empty(grid[0] * grid[1], dtype=torch.uint8, device=out.device)
-        modes = (1, 2)
+    forms = launch_forms(exact, asm, word_fed, tile_pages, num_warps)
+    # The one-kernel form never touches the flags (query_starts is a read-only stand-in).
+    flags = torch.empty(grid[0] * grid[1], dtype=torch.uint8, device=out.device) if exact == "fixup" else query_starts
     maxnreg = tuning.get("maxnreg")
-    for mode in modes:
-        words = word_fed and payload_words(mode, query_float)
-        # The exact pass takes its shares a page at a time on 4 warps: with 2 pages per tile,
-        # inside the loop over a share's requests, Triton puts its PTX builder in a layout that
-        # breaks pack=4 (tests/test_prmt.py checks every default launch).
-        tile, warps = (1, 4) if mode == 2 else (tile_pages, num_warps)
+    for form in forms:
         wrap_triton(score_paged_kernel)[grid](
             out, out.stride(0), q_payload, q_scales, cache, cache.stride(0), weights, weights.stride(0), weights.stride(1),
             block_table, block_table.stride(0), block_table.stride(1), query_starts, row_ends, requests, flags,
-            HEADS=heads, ROWS=rows_per_block, TILE_PAGES=tile, SHARE_PAGES=tile_pages,
-            ASM=asm, QUERY_FLOAT=query_float, DOT_DTYPE=tl.bfloat16 if gpu else tl.float32, MODE=mode,
-            WORDS=words, WARPS=warps, CHUNK=SCHEDULE_CHUNK, num_warps=warps,
+            HEADS=heads, ROWS=rows_per_block, QUERY_FLOAT=query_float, DOT_DTYPE=tl.bfloat16 if gpu else tl.float32,
+            CHUNK=SCHEDULE_CHUNK, **form,
+            num_warps=form["WARPS"],
             num_stages=tuning.get("num_stages", 3),
             **({"maxnreg": maxnreg} if maxnreg else {}),
         )
