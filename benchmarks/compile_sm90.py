@@ -7,7 +7,7 @@ A Triton wheel carries ptxas and cuobjdump, so the H200's code can be read anywh
     /tmp/t36/bin/python benchmarks/compile_sm90.py TAG,ROWS,TILE_PAGES,WARPS [...]
 
 Writes /tmp/sm90/TAG.{ttgir,ptx,sass}. QF=1 compiles the bf16-query mode; MAXNREG=n caps
-registers, MODE=1/2 the fix-up launch pair, STAGES=n Triton's num_stages (3). Used to check that a refactor leaves the compiled kernel byte-identical (diff the
+registers, MODE=1/2 the fix-up pair's launches as the launcher makes them, STAGES=n Triton's num_stages (3). Used to check that a refactor leaves the compiled kernel byte-identical (diff the
 SASS without its encoding lines) and to count instructions per tile before a device run.
 """
 
@@ -19,6 +19,7 @@ import triton
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import importlib  # noqa: E402
+from fp4_inductor.kernels.score import launch_forms, word_fed_pass  # noqa: E402
 from fp4_inductor.kernels.sm90 import compile_scorer  # noqa: E402
 
 score = importlib.import_module(os.environ.get("SCORE_MODULE", "fp4_inductor.kernels.score"))
@@ -28,8 +29,11 @@ CUOBJDUMP = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/
 
 
 def compile_one(tag: str, rows: int, tile: int, warps: int, stages: int = 3) -> None:
-    compiled = compile_scorer(score.score_paged_kernel, rows, tile, mode=int(os.environ.get("MODE", 0)),
-                              query_float=bool(os.environ.get("QF")), num_warps=warps, num_stages=stages,
+    mode, query_float = int(os.environ.get("MODE", 0)), bool(os.environ.get("QF"))
+    exact = "inline" if mode == 0 else "fixup"
+    # The launch as the launcher makes it (MODE=2: the exact pass's own tile and warps).
+    form = launch_forms(exact, True, word_fed_pass(exact, query_float), tile, warps)[max(mode - 1, 0)]
+    compiled = compile_scorer(score.score_paged_kernel, rows, form, query_float=query_float, num_stages=stages,
                               maxnreg=int(os.environ.get("MAXNREG", 0)) or None)
     os.makedirs(OUT, exist_ok=True)
     cubin = f"{OUT}/{tag}.cubin"
@@ -42,7 +46,7 @@ def compile_one(tag: str, rows: int, tile: int, warps: int, stages: int = 3) -> 
     line = next(l.strip() for l in usage.splitlines() if "REG:" in l)
     fields = dict(f.split(":") for f in line.split() if f.split(":")[0] in ("REG", "STACK", "SHARED"))
     count = sum(1 for l in sass.splitlines() if l.strip().startswith("/*") and ";" in l)
-    print(f"{tag}: rows={rows} tile={tile} warps={warps} REG={fields['REG']} STACK={fields['STACK']} "
+    print(f"{tag}: rows={rows} tile={form['TILE_PAGES']} warps={form['WARPS']} REG={fields['REG']} STACK={fields['STACK']} "
           f"SASS instructions={count}", flush=True)
 
 

@@ -190,7 +190,7 @@ from fp4_inductor.kernels import score
 from fp4_inductor.kernels.sm90 import compile_scorer
 out = {}
 for rows, query_float, form in json.loads(sys.argv[1]):
-    kernel = compile_scorer(score.score_paged_kernel, rows, form["TILE_PAGES"], query_float=query_float, form=form)
+    kernel = compile_scorer(score.score_paged_kernel, rows, form, query_float=query_float)
     out[json.dumps([rows, query_float, form], sort_keys=True)] = kernel.asm["ttgir"]
 print(json.dumps(out))
 """
@@ -256,7 +256,7 @@ from fp4_inductor.kernels.sm90 import compile_scorer
 tile, warps, _ = score.launch_plan(True, 64, {})
 hot = score.launch_forms("fixup", True, True, tile, warps)[0]
 with open(sys.argv[1], "wb") as f:
-    f.write(compile_scorer(score.score_paged_kernel, 1, tile, form=hot).asm["cubin"])
+    f.write(compile_scorer(score.score_paged_kernel, 1, hot).asm["cubin"])
 usage = subprocess.run([cuobjdump, "--dump-resource-usage", sys.argv[1]], capture_output=True, text=True, check=True)
 print(next(line for line in usage.stdout.splitlines() if "REG:" in line))
 """

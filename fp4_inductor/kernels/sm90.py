@@ -12,31 +12,25 @@ import triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from .score import SCHEDULE_CHUNK, word_fed_pass
+from .score import SCHEDULE_CHUNK
 
 
-def compile_scorer(kernel, rows: int, tile_pages: int, mode: int = 0, query_float: bool = False,
-                   num_warps: int = 4, num_stages: int = 3, maxnreg: int | None = None, form: dict | None = None):
+def compile_scorer(kernel, rows: int, form: dict, query_float: bool = False, num_stages: int = 3,
+                   maxnreg: int | None = None):
     """``kernel`` (score_paged_kernel or a variant of it) as the launcher specializes it for
-    allocate_merged_cache's layouts (16-byte aligned pointers and strides), 64 heads. ``form``:
-    one of ``launch_forms``' launches (its constexprs and warps), in place of tile_pages, mode
-    and num_warps."""
+    allocate_merged_cache's layouts (16-byte aligned pointers and strides), 64 heads: ``form``
+    is one of ``launch_forms``' launches (its constexprs, and ``WARPS`` its num_warps)."""
     params = list(inspect.signature(kernel.fn).parameters)
     query = "*bf16" if query_float else "*u8"
     pointers = {"out_ptr": "*fp32", "q_payload_ptr": query, "q_scales_ptr": query, "cache_ptr": "*u8",
                 "weights_ptr": "*fp32", "block_table_ptr": "*i32", "query_starts_ptr": "*i32",
                 "row_ends_ptr": "*i32", "flags_ptr": "*u8"}
-    const = dict(HEADS=64, ROWS=rows, TILE_PAGES=tile_pages, SHARE_PAGES=tile_pages, CHUNK=SCHEDULE_CHUNK, ASM=True,
-                 QUERY_FLOAT=query_float, DOT_DTYPE=tl.bfloat16, MODE=mode,
-                 WORDS=mode == 1 and word_fed_pass("fixup", query_float), WARPS=num_warps)
-    if form is not None:
-        const.update(form)
-        num_warps = form["WARPS"]
+    const = dict(HEADS=64, ROWS=rows, CHUNK=SCHEDULE_CHUNK, QUERY_FLOAT=query_float, DOT_DTYPE=tl.bfloat16, **form)
     const = {k: v for k, v in const.items() if k in params}
     signature = {p: "constexpr" if p in const else pointers.get(p, "i32") for p in params}
     aligned = set(pointers) | {"out_stride", "page_stride", "weights_stride"}
     attrs = {(i,): [["tt.divisibility", 16]] for i, p in enumerate(params) if p in aligned}
-    options = {"num_warps": num_warps, "num_stages": num_stages}
+    options = {"num_warps": form["WARPS"], "num_stages": num_stages}
     if maxnreg:
         options["maxnreg"] = maxnreg
     return triton.compile(ASTSource(fn=kernel, signature=signature, constexprs=const, attrs=attrs),
