@@ -276,16 +276,22 @@ def test_launch_plan():
     assert launch_plan(False, 128, {"programs_per_sm": 3}) == (2, 4, 3)
 
 
-def test_exact_pass_takes_the_portable_builder():
-    """The fix-up pair cuts the same shares in both launches; the exact pass builds with the
-    portable integer builder (its PTX builder's layout breaks pack=4 on Triton 3.7), at most two
-    pages per tile on 4 warps."""
+def test_exact_pass_forms():
+    """The fix-up pair cuts the same shares in both launches. After a word-fed hot pass, the
+    exact pass is word-fed too, with the PTX builder for its fold classes: on the wide hot
+    kernel's 16 warps x 4 pages, else one page per tile on 4 warps. Otherwise it builds with the
+    portable integer builder (the byte-fed PTX builder's layout breaks pack=4 there on Triton
+    3.7), at most two pages per tile on 4 warps."""
     from fp4_inductor.kernels.score import launch_forms
 
     hot, exact = launch_forms("fixup", True, True, 4, 16)
     assert (hot["MODE"], hot["ASM"], hot["WORDS"], hot["TILE_PAGES"], hot["WARPS"]) == (1, True, True, 4, 16)
-    assert (exact["MODE"], exact["ASM"], exact["WORDS"], exact["TILE_PAGES"], exact["WARPS"]) == (2, False, False, 2, 4)
+    assert (exact["MODE"], exact["ASM"], exact["WORDS"], exact["TILE_PAGES"], exact["WARPS"]) == (2, True, True, 4, 16)
     assert hot["SHARE_PAGES"] == exact["SHARE_PAGES"] == 4
+    hot, exact = launch_forms("fixup", True, True, 2, 4)
+    assert (exact["ASM"], exact["WORDS"], exact["TILE_PAGES"], exact["WARPS"], exact["SHARE_PAGES"]) == (True, True, 1, 4, 2)
+    hot, exact = launch_forms("fixup", True, False, 4, 8)
+    assert (hot["WORDS"], exact["ASM"], exact["WORDS"], exact["TILE_PAGES"], exact["WARPS"]) == (False, False, False, 2, 4)
     (inline,) = launch_forms("inline", True, False, 2, 4)
     assert (inline["MODE"], inline["ASM"], inline["SHARE_PAGES"]) == (0, True, 2)
 

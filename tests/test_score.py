@@ -154,6 +154,24 @@ def test_score_nan_key_group_gives_nan_logit(backend_device, gen):
     assert got[0, :100].isnan().sum() == 1
 
 
+@pytest.mark.parametrize("query_lens", [[1, 1], [2, 3]])
+def test_keys_of_every_scale_spread(query_lens, backend_device, gen):
+    """Keys whose group scales make one to four classes (the groups within 2**3 of the largest
+    one left), with all-zero groups and 40 binades between groups of one key: the exact pass
+    gives each class its own dot, scaled before the relu."""
+    backend, device = backend_device
+    case = scoring_case(gen, "cpu", query_lens=query_lens, seq_lens=[150, 200], heads=16)
+    factors = torch.tensor([[1, 1, 1, 1], [1, 2**5, 1, 1], [1, 2**4, 2**8, 2**12], [2**-20, 1, 0, 2**20],
+                            [0, 0, 0, 2**6], [2**3, 1, 2**-1, 2**2]])
+    keys = torch.randn(len(factors), F.HEAD_DIM, generator=gen)
+    keys = (keys.view(-1, F.GROUPS, F.GROUP_SIZE) * factors[:, :, None]).view(-1, F.HEAD_DIM)
+    pages = case["block_table"][[0, 0, 0, 1, 1, 1], [1, 1, 2, 0, 0, 3]]
+    fp4.store_keys(keys, case["cache"], pages * 64 + torch.tensor([5, 63, 0, 17, 40, 2]))
+    case = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in case.items()}
+    case["cache"] = fp4.index_section(case["buffer"].to(device), 1024)
+    check_against_float64(case, backend, device)
+
+
 def test_score_strided_inputs(backend_device, gen):
     """Weights and block table as strided views, queries cut out of a wider tensor."""
     backend, device = backend_device

@@ -146,23 +146,41 @@ def tile_keys(cache_ptr, page_stride, page, TILE_PAGES: tl.constexpr, WARPS: tl.
     loop). Row r = repeat * 16 * WARPS + warp * 16 + row bit 3 * 8 + lane row holds token r % 64
     of page r // 64; word column w holds payload word w // 4 of group w % 4 (the hot loop's
     permuted K order). The loads are shaped [group, lane row, warp, row bit 3, repeat, word]."""
-    M: tl.constexpr = 64 * TILE_PAGES
-    REPS: tl.constexpr = M // (16 * WARPS)
+    return tile_scales(cache_ptr, page_stride, page, TILE_PAGES, WARPS), tile_words(cache_ptr, page_stride, page, TILE_PAGES, WARPS)
+
+
+@triton.jit
+def tile_rows(TILE_PAGES: tl.constexpr, WARPS: tl.constexpr):
+    """Token and group of ``tile_keys``' load, as [group, lane row, warp, row bit 3, repeat, 1]."""
+    REPS: tl.constexpr = 64 * TILE_PAGES // (16 * WARPS)
     c = tl.arange(0, 4)[:, None, None, None, None, None]
     lane_row = tl.arange(0, 8)[None, :, None, None, None, None]
     warp = tl.arange(0, WARPS)[None, None, :, None, None, None]
     row_bit3 = tl.arange(0, 2)[None, None, None, :, None, None]
     rep = tl.arange(0, REPS)[None, None, None, None, :, None]
-    r = lane_row + warp * 16 + row_bit3 * 8 + rep * (16 * WARPS)
-    token = r % 64
+    return (lane_row + warp * 16 + row_bit3 * 8 + rep * (16 * WARPS)) % 64, c
+
+
+@triton.jit
+def tile_scales(cache_ptr, page_stride, page, TILE_PAGES: tl.constexpr, WARPS: tl.constexpr):
+    """The scale bytes of ``tile_keys``, int32 [M, 4]."""
+    M: tl.constexpr = 64 * TILE_PAGES
+    REPS: tl.constexpr = M // (16 * WARPS)
+    token, c = tile_rows(TILE_PAGES, WARPS)
+    scale_at = cache_ptr + page * page_stride + 4096 + (token % 16) * 4 + token // 16 + c * 64
+    e5 = tl.load(tl.reshape(scale_at, (4, 8, WARPS, 2, REPS)))
+    return tl.reshape(tl.permute(e5, (4, 2, 3, 1, 0)), (M, 4)).to(tl.int32)
+
+
+@triton.jit
+def tile_words(cache_ptr, page_stride, page, TILE_PAGES: tl.constexpr, WARPS: tl.constexpr):
+    """The payload words of ``tile_keys``, int32 [M, 16]."""
+    M: tl.constexpr = 64 * TILE_PAGES
+    token, c = tile_rows(TILE_PAGES, WARPS)
     j4 = tl.arange(0, 4)[None, None, None, None, None, :]
     words = cache_ptr.to(tl.pointer_type(tl.int32)) + page * (page_stride // 4)
     x6 = tl.load(words + c * 256 + token * 4 + j4)
-    x = tl.reshape(tl.permute(x6, (4, 2, 3, 1, 5, 0)), (M, 16))
-    scale_at = cache_ptr + page * page_stride + 4096 + (token % 16) * 4 + token // 16 + c * 64
-    e5 = tl.load(tl.reshape(scale_at, (4, 8, WARPS, 2, REPS)))
-    k_exp = tl.reshape(tl.permute(e5, (4, 2, 3, 1, 0)), (M, 4)).to(tl.int32)
-    return k_exp, x
+    return tl.reshape(tl.permute(x6, (4, 2, 3, 1, 5, 0)), (M, 16))
 
 
 @triton.jit
@@ -284,14 +302,15 @@ def power_of_two(byte, times):
 
 @triton.jit
 def exact_tile(x, x2, k_exp, qa_raw, qb_raw, q_exp, w, out_at, out_ok, ROWS: tl.constexpr, HEADS: tl.constexpr,
-               ASM: tl.constexpr, QUERY_FLOAT: tl.constexpr, DOT_DTYPE: tl.constexpr):
-    """The exact path for one tile: one masked dot per group, each scaled in float32."""
+               ASM: tl.constexpr, QUERY_FLOAT: tl.constexpr, DOT_DTYPE: tl.constexpr, WORDS: tl.constexpr = False):
+    """The exact path for one tile: one masked dot per group, each scaled in float32. ``WORDS``:
+    keys from ``tile_keys`` and query operands in its permuted K order."""
     M: tl.constexpr = k_exp.shape[0]
     g4 = tl.arange(0, 4)[None, :]
     s = tl.zeros((M, ROWS * HEADS), dtype=tl.float32)
     for g in range(4):
         only_g = tl.where(g4 == g, 0, -1)
-        ka, kb = key_operands(x, x2, tl.zeros_like(k_exp) + only_g, ASM)
+        ka, kb = key_operands(x, x2, tl.zeros_like(k_exp) + only_g, ASM, WORDS)
         acc = key_dot(ka, kb, qa_raw, qb_raw, QUERY_FLOAT, DOT_DTYPE)
         k_scale = power_of_two(tl.sum(tl.where(g4 == g, k_exp, 0), axis=1), 0.5)
         # FP4 query operands are 2 * value; unquantized ones are the value.
@@ -300,6 +319,35 @@ def exact_tile(x, x2, k_exp, qa_raw, qb_raw, q_exp, w, out_at, out_ok, ROWS: tl.
     # relu that keeps NaN (a NaN group must give a NaN logit).
     weighted = tl.where(s < 0.0, 0.0, s) * w[None, :]
     tl.store(out_at, tl.sum(tl.reshape(weighted, (M, ROWS, HEADS)), axis=2), mask=out_ok)
+
+
+@triton.jit
+def fold_classes(x, k_exp, k_max, qa, qb, ASM: tl.constexpr):
+    """float32 [M, N]: the word-fed keys (``tile_keys``) against the folded query operands, exact
+    for any spread of a key's group scales, in units of the folded path's int32 dot (a key's
+    largest group scale ``k_max`` is the base). The groups are taken in classes: each class holds
+    the groups left whose scales lie within FOLD_LIMIT of the largest one left, and costs one
+    int8 dot, scaled by 2**(class base - k_max). A key whose scales fold is one class; four
+    groups make at most four."""
+    M: tl.constexpr = k_exp.shape[0]
+    N: tl.constexpr = qa.shape[1]
+    total = tl.zeros((M, N), dtype=tl.float32)
+    left = k_exp >= 0  # every group, [M, 4]
+    base = k_max
+    for _ in range(4):
+        if tl.max(tl.max(left.to(tl.int32), axis=1), axis=0) > 0:
+            fold = FOLD_LIMIT - (base[:, None] - k_exp)
+            take = left & (fold >= 0)
+            ka, kb = key_operands(x, x, tl.where(take, fold, -1), ASM, True)
+            acc = tl.dot(ka, qa, out_dtype=tl.int32)
+            acc = tl.dot(kb, qb, acc, out_dtype=tl.int32)
+            # 2**(base - k_max), taken as 0 below 2**-126 (no normal float32 there).
+            drop = base - k_max
+            factor = tl.where(drop < -126, 0.0, ((drop + 127) << 23).to(tl.float32, bitcast=True))
+            total += acc.to(tl.float32) * factor[:, None]
+            left = left & ~take
+            base = tl.max(tl.where(left, k_exp, 0), axis=1)
+    return total
 
 
 @triton.jit
@@ -375,7 +423,7 @@ def score_request(
                 q_fold = FOLD_LIMIT - (q_max[:, None] - q_exp)
                 query_folds = tl.min(tl.min(q_fold, axis=1), axis=0) >= 0
                 qa, qb = query_operands(q_base, c_ok, tl.maximum(q_fold, 0), WORDS)
-                qa_raw, qb_raw = query_operands(q_base, c_ok, tl.zeros_like(q_exp))
+                qa_raw, qb_raw = query_operands(q_base, c_ok, tl.zeros_like(q_exp), WORDS)
                 w_folded = w * power_of_two(q_max, 0.0625)
             w_folded = tl.where(c_ok, w_folded, 0.0)
             if MODE == 1:
@@ -385,7 +433,40 @@ def score_request(
             token = (m % 64)[:, None]
             scale_at = (4096 + (m % 64 % 16) * 4 + (m % 64) // 16)[:, None] + g4 * 64
             bt_row = block_table_ptr + request.to(tl.int64) * block_table_stride
-            if MODE == 2:
+            if MODE == 2 and WORDS:
+                # The exact pass over word-fed tiles: a tile whose keys all fold was scored by the
+                # hot pass; any other takes one dot per class of its keys' group scales
+                # (fold_classes), or, for a query that does not fold, one per group (exact_tile).
+                # Only the scales are read ahead (page ids two tiles, scales one): the payload of
+                # a tile is read when the tile needs it.
+                page = tile_page_ids(bt_row, block_table_page_stride, page_begin, page_end, TILE_PAGES, WARPS)
+                k_exp = tile_scales(cache_ptr, page_stride, page, TILE_PAGES, WARPS)
+                page_ahead = tile_page_ids(bt_row, block_table_page_stride, page_begin + TILE_PAGES, page_end,
+                                           TILE_PAGES, WARPS)
+                for tile in range(page_begin, page_end, TILE_PAGES):
+                    cur_page, cur_exp = page, k_exp
+                    page = page_ahead
+                    k_exp = tile_scales(cache_ptr, page_stride, page, TILE_PAGES, WARPS)
+                    page_ahead = tile_page_ids(bt_row, block_table_page_stride, tile + 2 * TILE_PAGES, page_end,
+                                               TILE_PAGES, WARPS)
+                    k_max = tl.max(cur_exp, axis=1)
+                    k_fold = FOLD_LIMIT - (k_max[:, None] - cur_exp)
+                    if not (query_folds and tl.min(tl.min(k_fold, axis=1), axis=0) >= 0):
+                        x = tile_words(cache_ptr, page_stride, cur_page, TILE_PAGES, WARPS)
+                        j = tile * 64 + m
+                        out_at = out_ptr + (first_row + rr).to(tl.int64)[None, :] * out_stride + j[:, None]
+                        out_ok = (j[:, None] < row_ends[None, :]) & (rr < rows_here)[None, :]
+                        if query_folds:
+                            total = fold_classes(x, cur_exp, k_max, qa, qb, ASM)
+                            relu = tl.where(total < 0.0, 0.0, total) * w_folded[None, :]
+                            logits = tl.sum(tl.reshape(relu, (M, ROWS, HEADS)), axis=2)
+                            tl.store(out_at, logits * power_of_two(k_max, 0.0625)[:, None], mask=out_ok)
+                        else:
+                            # The portable builder: Triton lays the PTX one out here without
+                            # four consecutive K per call (tests/test_prmt.py).
+                            exact_tile(x, x, cur_exp, qa_raw, qb_raw, q_exp, w, out_at, out_ok, ROWS, HEADS, False,
+                                       QUERY_FLOAT, DOT_DTYPE, WORDS)
+            elif MODE == 2:
                 for tile in range(page_begin, page_end, TILE_PAGES):
                     index = tile + m // 64
                     ok = index < page_end
@@ -518,8 +599,9 @@ def score_paged_kernel(
     # MODE 0: both paths in one loop, one vote per tile on which to take. MODE 1: the folded
     # path for every key, no vote; a key that does not fold keeps only its folding groups and
     # marks its program (one flag byte). MODE 2 (launched after 1 on the same grid): the exact
-    # path for the tiles that do not fold, in marked programs only. 1 + 2 keep the exact path's
-    # registers and the per-tile vote out of the hot loop.
+    # path for the tiles that do not fold, in marked programs only (word-fed: fold classes,
+    # see launch_forms). 1 + 2 keep the exact path's registers and the per-tile vote out of the
+    # hot loop.
     M: tl.constexpr = 64 * TILE_PAGES
     fewest = tl.full((M,), FOLD_LIMIT, tl.int32)  # MODE 1: each slot's smallest fold seen
     flag_at = flags_ptr + tl.program_id(0) * tl.num_programs(1) + tl.program_id(1)
@@ -598,15 +680,26 @@ def launch_forms(exact: str, asm: bool, word_fed: bool, tile_pages: int, num_war
     launch's num_warps); all on the same grid, cutting the same shares (``SHARE_PAGES``).
 
     ``exact="inline"``: one launch (MODE 0). ``"fixup"``: the hot pass (MODE 1, word-fed where
-    ``word_fed``) and the exact pass (MODE 2). The exact pass builds its operands with the
-    portable integer builder, at most 2 pages per tile on 4 warps: inside the loop over a
-    share's requests, Triton 3.7 puts that pass's PTX builder in a layout that breaks pack=4
-    (tests/test_prmt.py compiles every default launch), and the pass only runs the tiles whose
-    keys do not fold."""
+    ``word_fed``) and the exact pass (MODE 2), which only runs the tiles whose keys do not fold.
+    - After a word-fed hot pass the exact pass is word-fed too: it reads the scales of its share
+      ahead and the payload of a tile only when the tile needs it, and scores such a tile with
+      one int8 dot per class of its keys' group scales (``fold_classes``), with the PTX builder.
+      It runs on the wide hot kernel's 16 warps x 4 pages (more warps to hide the scan of a
+      share), else on one page per tile on 4 warps (the float32 sum of a two-row block fits).
+      H200, B=64 x 32768 with 0.1 % of keys holding a group 2**6 above the rest: 246 us at
+      next_n=1, 239 at 2 (451 and 557 with the pass below).
+    - Otherwise it builds with the portable integer builder, at most 2 pages per tile on 4
+      warps: inside the loop over a share's requests, Triton 3.7 puts the byte-fed PTX builder
+      in a layout that breaks pack=4 (tests/test_prmt.py compiles every default launch)."""
     if exact == "inline":
         return [dict(MODE=0, TILE_PAGES=tile_pages, SHARE_PAGES=tile_pages, ASM=asm, WORDS=False, WARPS=num_warps)]
+    if word_fed:
+        wide = num_warps >= 16
+        exact_pass = dict(TILE_PAGES=tile_pages if wide else 1, ASM=asm, WORDS=True, WARPS=num_warps if wide else 4)
+    else:
+        exact_pass = dict(TILE_PAGES=min(tile_pages, 2), ASM=False, WORDS=False, WARPS=4)
     return [dict(MODE=1, TILE_PAGES=tile_pages, SHARE_PAGES=tile_pages, ASM=asm, WORDS=word_fed, WARPS=num_warps),
-            dict(MODE=2, TILE_PAGES=min(tile_pages, 2), SHARE_PAGES=tile_pages, ASM=False, WORDS=False, WARPS=4)]
+            dict(MODE=2, SHARE_PAGES=tile_pages, **exact_pass)]
 
 
 def _sixteen_byte_aligned(cache: torch.Tensor) -> bool:
