@@ -172,6 +172,39 @@ def test_keys_of_every_scale_spread(query_lens, backend_device, gen):
     check_against_float64(case, backend, device)
 
 
+@pytest.mark.parametrize("top, low, query", [(2.0**60, 2.0**-70, 1.0), (2.0**100, 1.0, 2.0**-107)])
+def test_lower_class_survives_cancelling_higher_ones(top, low, query, backend_device, gen):
+    """A key whose largest group cancels exactly against the query, with its other group 130
+    binades lower (or the query scaled near the bottom of float32): the logit is that lower
+    group's alone, and the exact pass must keep it."""
+    backend, device = backend_device
+    case = scoring_case(gen, "cpu", query_lens=[1], seq_lens=[100], heads=16)
+    key = torch.zeros(1, F.HEAD_DIM)
+    key[0, 0], key[0, 1], key[0, 32] = 6 * top, -6 * top, 6 * low
+    fp4.store_keys(key, case["cache"], case["block_table"][0, 1:2] * 64 + 5)
+    case["q"][0] = 0.0
+    case["q"][0, :, [0, 1, 32, 64, 96]] = 6 * query
+    case["weights"][0] = case["weights"][0].abs()
+    case = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in case.items()}
+    case["cache"] = fp4.index_section(case["buffer"].to(device), 1024)
+    query_fp4, got = run(case, backend)
+    want = float64_scores(query_fp4, case["cache"], case["weights"], case["block_table"], case["query_starts"],
+                          case["row_ends"])
+    assert want[0, 64 + 5] > 0
+    assert abs(got[0, 64 + 5].item() - want[0, 64 + 5].item()) <= 1e-5 * want[0, 64 + 5].item()
+    check_against_float64(case, backend, device)
+
+
+@pytest.mark.parametrize("heads, query_lens, seq_lens", [(16, [1], [3000]), (64, [2], [2000])])
+def test_exact_pass_over_long_shares(heads, query_lens, seq_lens, backend_device, gen):
+    """Wide scale spreads all along one long request: every share holds three or more tiles
+    for the exact pass, so its read-ahead of page ids and scales is consumed (the wide form at
+    one row of 16 heads, the one-page form at two rows of 64)."""
+    backend, device = backend_device
+    case = scoring_case(gen, device, heads=heads, query_lens=query_lens, seq_lens=seq_lens, key_spread=12)
+    check_against_float64(case, backend, device)
+
+
 def test_score_strided_inputs(backend_device, gen):
     """Weights and block table as strided views, queries cut out of a wider tensor."""
     backend, device = backend_device

@@ -322,13 +322,14 @@ def exact_tile(x, x2, k_exp, qa_raw, qb_raw, q_exp, w, out_at, out_ok, ROWS: tl.
 
 
 @triton.jit
-def fold_classes(x, k_exp, k_max, qa, qb, ASM: tl.constexpr):
-    """float32 [M, N]: the word-fed keys (``tile_keys``) against the folded query operands, exact
-    for any spread of a key's group scales, in units of the folded path's int32 dot (a key's
-    largest group scale ``k_max`` is the base). The groups are taken in classes: each class holds
-    the groups left whose scales lie within FOLD_LIMIT of the largest one left, and costs one
-    int8 dot, scaled by 2**(class base - k_max). A key whose scales fold is one class; four
-    groups make at most four."""
+def fold_classes(x, k_exp, k_max, qa, qb, q_factor, ASM: tl.constexpr):
+    """float32 [M, N]: the word-fed keys (``tile_keys``) against the folded query operands,
+    exact for any spread of a key's group scales: the dot of each (key, column) before the
+    relu. The groups are taken in classes: each class holds the groups left whose scales lie
+    within FOLD_LIMIT of the largest one left, and costs one int8 dot, scaled in float32 by
+    its own base and ``q_factor`` (the column's, [N]). Each class is scaled on its own, as the
+    per-group path does, so a lower class stays whole when the higher ones cancel. A key whose
+    scales fold is one class; four groups make at most four."""
     M: tl.constexpr = k_exp.shape[0]
     N: tl.constexpr = qa.shape[1]
     total = tl.zeros((M, N), dtype=tl.float32)
@@ -341,10 +342,8 @@ def fold_classes(x, k_exp, k_max, qa, qb, ASM: tl.constexpr):
             ka, kb = key_operands(x, x, tl.where(take, fold, -1), ASM, True)
             acc = tl.dot(ka, qa, out_dtype=tl.int32)
             acc = tl.dot(kb, qb, acc, out_dtype=tl.int32)
-            # 2**(base - k_max), taken as 0 below 2**-126 (no normal float32 there).
-            drop = base - k_max
-            factor = tl.where(drop < -126, 0.0, ((drop + 127) << 23).to(tl.float32, bitcast=True))
-            total += acc.to(tl.float32) * factor[:, None]
+            # Operands are 2 * value << fold: 2**(base - 127 - 3 - 1) per key (NaN at 255).
+            total += acc.to(tl.float32) * (power_of_two(base, 0.0625)[:, None] * q_factor[None, :])
             left = left & ~take
             base = tl.max(tl.where(left, k_exp, 0), axis=1)
     return total
@@ -457,10 +456,10 @@ def score_request(
                         out_at = out_ptr + (first_row + rr).to(tl.int64)[None, :] * out_stride + j[:, None]
                         out_ok = (j[:, None] < row_ends[None, :]) & (rr < rows_here)[None, :]
                         if query_folds:
-                            total = fold_classes(x, cur_exp, k_max, qa, qb, ASM)
-                            relu = tl.where(total < 0.0, 0.0, total) * w_folded[None, :]
-                            logits = tl.sum(tl.reshape(relu, (M, ROWS, HEADS)), axis=2)
-                            tl.store(out_at, logits * power_of_two(k_max, 0.0625)[:, None], mask=out_ok)
+                            total = fold_classes(x, cur_exp, k_max, qa, qb, power_of_two(q_max, 0.0625), ASM)
+                            # relu that keeps NaN (a key's NaN scale must give a NaN logit).
+                            relu = tl.where(total < 0.0, 0.0, total) * w[None, :]
+                            tl.store(out_at, tl.sum(tl.reshape(relu, (M, ROWS, HEADS)), axis=2), mask=out_ok)
                         else:
                             # The portable builder: Triton lays the PTX one out here without
                             # four consecutive K per call (tests/test_prmt.py).
@@ -687,7 +686,8 @@ def launch_forms(exact: str, asm: bool, word_fed: bool, tile_pages: int, num_war
       It runs on the wide hot kernel's 16 warps x 4 pages (more warps to hide the scan of a
       share), else on one page per tile on 4 warps (the float32 sum of a two-row block fits).
       H200, B=64 x 32768 with 0.1 % of keys holding a group 2**6 above the rest: 246 us at
-      next_n=1, 239 at 2 (451 and 557 with the pass below).
+      next_n=1, 239 at 2 (451 and 557 with the pass below), timed before each class got its
+      own scale (docs/benchmarks.md).
     - Otherwise it builds with the portable integer builder, at most 2 pages per tile on 4
       warps: inside the loop over a share's requests, Triton 3.7 puts the byte-fed PTX builder
       in a layout that breaks pack=4 (tests/test_prmt.py compiles every default launch)."""
@@ -716,8 +716,8 @@ def launch_score_paged(
 ) -> None:
     """Launch the scorer; ``tuning`` (tile_pages, num_warps, num_stages, programs_per_sm,
     maxnreg, max_columns, asm, exact) is for benchmarks/score_variants.py and is not part of
-    the API. tile_pages and num_warps set the hot pass (and the shares); the exact pass keeps
-    its own (``launch_forms``).
+    the API. tile_pages and num_warps set the hot pass (and the shares); the exact pass takes
+    its own below 16 warps (``launch_forms``).
 
     ``q_scales=None``: ``q_payload`` holds unquantized queries float [rows, H, 128], scored as
     bf16 against the FP4 keys (the higher-recall mode)."""
