@@ -146,7 +146,8 @@ def tile_keys(cache_ptr, page_stride, page, TILE_PAGES: tl.constexpr, WARPS: tl.
     loop). Row r = repeat * 16 * WARPS + warp * 16 + row bit 3 * 8 + lane row holds token r % 64
     of page r // 64; word column w holds payload word w // 4 of group w % 4 (the hot loop's
     permuted K order). The loads are shaped [group, lane row, warp, row bit 3, repeat, word]."""
-    return tile_scales(cache_ptr, page_stride, page, TILE_PAGES, WARPS), tile_words(cache_ptr, page_stride, page, TILE_PAGES, WARPS)
+    scales = tile_scales(cache_ptr, page_stride, page, TILE_PAGES, WARPS)
+    return scales, tile_words(cache_ptr, page_stride, page, TILE_PAGES, WARPS)
 
 
 @triton.jit
