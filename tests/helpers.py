@@ -54,6 +54,14 @@ def scoring_case(
     )
 
 
+def case_on(case, device):
+    """A scoring case built on the CPU (keys written into its cache there), moved to ``device``:
+    its tensors, and its cache as the index section of the moved buffer."""
+    moved = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in case.items()}
+    moved["cache"] = fp4.index_section(moved["buffer"], case["cache"].data_ptr() - case["buffer"].data_ptr())
+    return moved
+
+
 def float64_scores(query, cache, weights, block_table, query_starts, row_ends, magnitude=False):
     """The scoring definition in float64 over dequantized inputs, one row at a time. ``query``:
     (payload, scales), or a float tensor for the bf16-query mode (rounded to bf16).

@@ -8,7 +8,7 @@ import fp4_inductor as fp4
 from fp4_inductor import formats as F
 from fp4_inductor import reference
 
-from helpers import float64_scores, scoring_case
+from helpers import case_on, float64_scores, scoring_case
 
 CASES = {
     "uniform-2": dict(query_lens=[2, 2, 2], seq_lens=[130, 64, 257]),
@@ -146,8 +146,7 @@ def test_score_nan_key_group_gives_nan_logit(backend_device, gen):
     key = torch.randn(1, F.HEAD_DIM)
     key[0, 70] = float("inf")
     fp4.store_keys(key, case["cache"], torch.tensor([page * 64 + 5]))
-    case = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in case.items()}
-    case["cache"] = fp4.index_section(case["buffer"].to(device), 1024)
+    case = case_on(case, device)
     _, got = run(case, backend)
     got = got.cpu()
     assert got[0, 64 + 5].isnan()
@@ -167,8 +166,7 @@ def test_keys_of_every_scale_spread(query_lens, backend_device, gen):
     keys = (keys.view(-1, F.GROUPS, F.GROUP_SIZE) * factors[:, :, None]).view(-1, F.HEAD_DIM)
     pages = case["block_table"][[0, 0, 0, 1, 1, 1], [1, 1, 2, 0, 0, 3]]
     fp4.store_keys(keys, case["cache"], pages * 64 + torch.tensor([5, 63, 0, 17, 40, 2]))
-    case = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in case.items()}
-    case["cache"] = fp4.index_section(case["buffer"].to(device), 1024)
+    case = case_on(case, device)
     check_against_float64(case, backend, device)
 
 
@@ -185,8 +183,7 @@ def test_lower_class_survives_cancelling_higher_ones(top, low, query, backend_de
     case["q"][0] = 0.0
     case["q"][0, :, [0, 1, 32, 64, 96]] = 6 * query
     case["weights"][0] = case["weights"][0].abs()
-    case = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in case.items()}
-    case["cache"] = fp4.index_section(case["buffer"].to(device), 1024)
+    case = case_on(case, device)
     query_fp4, got = run(case, backend)
     want = float64_scores(query_fp4, case["cache"], case["weights"], case["block_table"], case["query_starts"],
                           case["row_ends"])

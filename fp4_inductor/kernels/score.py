@@ -317,13 +317,21 @@ def exact_tile(x, x2, k_exp, qa_raw, qb_raw, q_exp, w, out_at, out_ok, ROWS: tl.
         # FP4 query operands are 2 * value; unquantized ones are the value.
         q_scale = power_of_two(tl.sum(tl.where(g4 == g, q_exp, 0), axis=1), 1.0 if QUERY_FLOAT else 0.5)
         s += acc.to(tl.float32) * (k_scale[:, None] * q_scale[None, :])
-    # relu that keeps NaN (a NaN group must give a NaN logit).
+    store_exact_logits(s, w, out_at, out_ok, ROWS, HEADS)
+
+
+@triton.jit
+def store_exact_logits(s, w, out_at, out_ok, ROWS: tl.constexpr, HEADS: tl.constexpr):
+    """Store the logits of a tile scored in float32 (``s`` [M, ROWS * HEADS], the scaled dot
+    before the relu): relu that keeps NaN (a NaN group must give a NaN logit), times the head
+    weights, summed over heads."""
+    M: tl.constexpr = s.shape[0]
     weighted = tl.where(s < 0.0, 0.0, s) * w[None, :]
     tl.store(out_at, tl.sum(tl.reshape(weighted, (M, ROWS, HEADS)), axis=2), mask=out_ok)
 
 
 @triton.jit
-def fold_classes(x, k_exp, k_max, qa, qb, q_factor, ASM: tl.constexpr):
+def fold_classes(x, k_exp, k_max, qa, qb, q_factor, ASM: tl.constexpr, DOT_DTYPE: tl.constexpr):
     """float32 [M, N]: the word-fed keys (``tile_keys``) against the folded query operands,
     exact for any spread of a key's group scales: the dot of each (key, column) before the
     relu. The groups are taken in classes: each class holds the groups left whose scales lie
@@ -341,8 +349,7 @@ def fold_classes(x, k_exp, k_max, qa, qb, q_factor, ASM: tl.constexpr):
             fold = FOLD_LIMIT - (base[:, None] - k_exp)
             take = left & (fold >= 0)
             ka, kb = key_operands(x, x, tl.where(take, fold, -1), ASM, True)
-            acc = tl.dot(ka, qa, out_dtype=tl.int32)
-            acc = tl.dot(kb, qb, acc, out_dtype=tl.int32)
+            acc = key_dot(ka, kb, qa, qb, False, DOT_DTYPE)
             # Operands are 2 * value << fold: 2**(base - 127 - 3 - 1) per key (NaN at 255).
             total += acc.to(tl.float32) * (power_of_two(base, 0.0625)[:, None] * q_factor[None, :])
             left = left & ~take
@@ -457,10 +464,9 @@ def score_request(
                         out_at = out_ptr + (first_row + rr).to(tl.int64)[None, :] * out_stride + j[:, None]
                         out_ok = (j[:, None] < row_ends[None, :]) & (rr < rows_here)[None, :]
                         if query_folds:
-                            total = fold_classes(x, cur_exp, k_max, qa, qb, power_of_two(q_max, 0.0625), ASM)
-                            # relu that keeps NaN (a key's NaN scale must give a NaN logit).
-                            relu = tl.where(total < 0.0, 0.0, total) * w[None, :]
-                            tl.store(out_at, tl.sum(tl.reshape(relu, (M, ROWS, HEADS)), axis=2), mask=out_ok)
+                            total = fold_classes(x, cur_exp, k_max, qa, qb, power_of_two(q_max, 0.0625), ASM,
+                                                 DOT_DTYPE)
+                            store_exact_logits(total, w, out_at, out_ok, ROWS, HEADS)
                         else:
                             # The portable builder: Triton lays the PTX one out here without
                             # four consecutive K per call (tests/test_prmt.py).
