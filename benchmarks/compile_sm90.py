@@ -7,7 +7,8 @@ A Triton wheel carries ptxas and cuobjdump, so the H200's code can be read anywh
     /tmp/t36/bin/python benchmarks/compile_sm90.py TAG,ROWS,TILE_PAGES,WARPS [...]
 
 Writes /tmp/sm90/TAG.{ttgir,ptx,sass}. QF=1 compiles the bf16-query mode; MAXNREG=n caps
-registers, MODE=1/2 the fix-up pair's launches as the launcher makes them, STAGES=n Triton's num_stages (3). Used to check that a refactor leaves the compiled kernel byte-identical (diff the
+registers, MODE=1/2 the fix-up pair's launches as the launcher makes them, PAIRS=0/1 the word-fed loop's
+tiles in pairs (default: at 8 warps, as launch_plan), STAGES=n Triton's num_stages (3). Used to check that a refactor leaves the compiled kernel byte-identical (diff the
 SASS without its encoding lines) and to count instructions per tile before a device run.
 """
 
@@ -32,7 +33,8 @@ def compile_one(tag: str, rows: int, tile: int, warps: int, stages: int = 3) -> 
     mode, query_float = int(os.environ.get("MODE", 0)), bool(os.environ.get("QF"))
     exact = "inline" if mode == 0 else "fixup"
     # The launch as the launcher makes it (MODE=2: the exact pass's own tile and warps).
-    form = launch_forms(exact, True, word_fed_pass(exact, query_float), tile, warps)[max(mode - 1, 0)]
+    pairs = os.environ.get("PAIRS", "1" if warps == 8 else "0") == "1"
+    form = launch_forms(exact, True, word_fed_pass(exact, query_float), tile, warps, pairs)[max(mode - 1, 0)]
     compiled = compile_scorer(score.score_paged_kernel, rows, form, query_float=query_float, num_stages=stages,
                               maxnreg=int(os.environ.get("MAXNREG", 0)) or None)
     os.makedirs(OUT, exist_ok=True)

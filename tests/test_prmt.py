@@ -157,8 +157,8 @@ def default_launches() -> list[tuple[int, bool, dict]]:
         for query_float in (False, True):
             for rows in (1, 2):
                 word_fed = word_fed_pass(exact, query_float)
-                tile, warps, _ = launch_plan(word_fed, rows * 64, {})
-                forms = launch_forms(exact, True, word_fed, tile, warps)
+                tile, warps, _, pairs = launch_plan(word_fed, rows * 64, {})
+                forms = launch_forms(exact, True, word_fed, tile, warps, pairs)
                 forms += launch_forms(exact, True, word_fed, 1, 4)
                 launches += [(rows, query_float, form) for form in forms if form["ASM"]]
     unique = {json.dumps(launch, sort_keys=True): launch for launch in launches}
@@ -171,7 +171,7 @@ LAUNCHES = default_launches()
 def launch_id(launch) -> str:
     rows, query_float, form = launch
     return "mode{MODE}-tile{TILE_PAGES}-share{SHARE_PAGES}-w{WARPS}".format(**form) + f"-rows{rows}" + (
-        "-bf16q" if query_float else "") + ("-words" if form["WORDS"] else "")
+        "-bf16q" if query_float else "") + ("-words" if form["WORDS"] else "") + ("-pairs" if form.get("PAIRS") else "")
 
 
 _NEEDS_SM90_TOOLS = """
@@ -253,8 +253,8 @@ if not os.path.exists(cuobjdump):
     sys.exit(3)
 from fp4_inductor.kernels import score
 from fp4_inductor.kernels.sm90 import compile_scorer
-tile, warps, _ = score.launch_plan(True, 64, {})
-hot = score.launch_forms("fixup", True, True, tile, warps)[0]
+tile, warps, _, pairs = score.launch_plan(True, 64, {})
+hot = score.launch_forms("fixup", True, True, tile, warps, pairs)[0]
 with open(sys.argv[1], "wb") as f:
     f.write(compile_scorer(score.score_paged_kernel, 1, hot).asm["cubin"])
 usage = subprocess.run([cuobjdump, "--dump-resource-usage", sys.argv[1]], capture_output=True, text=True, check=True)
@@ -263,17 +263,20 @@ print(next(line for line in usage.stdout.splitlines() if "REG:" in line))
 
 
 def test_launch_plan():
-    """Which launches run wide (16 warps x 4 pages, one program per SM): the word-fed hot kernel
-    with at most 64 columns; everything else 4 warps x 2 pages, two programs per SM; tuning
-    values override each."""
+    """(tile pages, warps, programs per SM, pairs): the word-fed hot kernel runs wide (16 warps x
+    4 pages, one program per SM, a tile per step) with at most 64 columns, and on 8 warps x 2
+    pages, one per SM, tiles in pairs, with more; everything else on 4 warps x 2 pages, two
+    programs per SM; tuning values override each."""
     from fp4_inductor.kernels.score import launch_plan
 
-    assert launch_plan(True, 64, {}) == (4, 16, 1)
-    assert launch_plan(True, 32, {}) == (4, 16, 1)
-    assert launch_plan(True, 128, {}) == (2, 4, 2)  # two rows of 64 heads
-    assert launch_plan(False, 64, {}) == (2, 4, 2)  # bf16 queries, the byte-fed builder, the inline form
-    assert launch_plan(True, 64, {"num_warps": 4, "tile_pages": 2}) == (2, 4, 1)
-    assert launch_plan(False, 128, {"programs_per_sm": 3}) == (2, 4, 3)
+    assert launch_plan(True, 64, {}) == (4, 16, 1, False)
+    assert launch_plan(True, 32, {}) == (4, 16, 1, False)
+    assert launch_plan(True, 128, {}) == (2, 8, 1, True)  # two rows of 64 heads
+    assert launch_plan(True, 256, {}) == (2, 8, 1, True)  # one row of 256 heads
+    assert launch_plan(False, 64, {}) == (2, 4, 2, False)  # bf16 queries, the byte-fed builder, the inline form
+    assert launch_plan(True, 64, {"num_warps": 4, "tile_pages": 2}) == (2, 4, 1, False)
+    assert launch_plan(True, 128, {"pairs": False}) == (2, 8, 1, False)
+    assert launch_plan(False, 128, {"programs_per_sm": 3}) == (2, 4, 3, False)
 
 
 def test_exact_pass_forms():
@@ -288,9 +291,12 @@ def test_exact_pass_forms():
     assert (hot["MODE"], hot["ASM"], hot["WORDS"], hot["TILE_PAGES"], hot["WARPS"]) == (1, True, True, 4, 16)
     assert (exact["MODE"], exact["ASM"], exact["WORDS"], exact["TILE_PAGES"], exact["WARPS"]) == (2, True, True, 4, 16)
     assert hot["SHARE_PAGES"] == exact["SHARE_PAGES"] == 4
-    hot, exact = launch_forms("fixup", True, True, 2, 4)
+    assert not hot["PAIRS"]
+    hot, exact = launch_forms("fixup", True, True, 2, 8, True)
+    assert (hot["WORDS"], hot["PAIRS"], hot["WARPS"]) == (True, True, 8)
     assert (exact["ASM"], exact["WORDS"], exact["TILE_PAGES"], exact["WARPS"], exact["SHARE_PAGES"]) == (True, True, 1, 4, 2)
-    hot, exact = launch_forms("fixup", True, False, 4, 8)
+    hot, exact = launch_forms("fixup", True, False, 4, 8, True)
+    assert not hot["PAIRS"]  # pairs are a form of the word-fed loop only
     assert (hot["WORDS"], exact["ASM"], exact["WORDS"], exact["TILE_PAGES"], exact["WARPS"]) == (False, False, False, 2, 4)
     (inline,) = launch_forms("inline", True, False, 2, 4)
     assert (inline["MODE"], inline["ASM"], inline["SHARE_PAGES"]) == (0, True, 2)

@@ -252,6 +252,31 @@ def test_exact_path_launch_variants(name, exact, tile_pages, query_kind, backend
     assert ((got[valid].double() - want[valid]).norm() / want[valid].norm()) < 1e-5
 
 
+@pytest.mark.parametrize("pairs", [False, True])
+@pytest.mark.parametrize("tile_pages", [1, 2])
+def test_word_fed_tiles_in_pairs(pairs, tile_pages, backend_device, gen):
+    """The word-fed hot loop one tile or two per step: every valid entry scored once, nothing
+    written past a row's end, with shares that hold an odd number of tiles (the second tile of
+    the last pair reads the share's last page again and must store nothing), ragged rows, keys
+    whose scales do not fold (the exact pass after the hot one)."""
+    backend, device = backend_device
+    if backend != "triton":
+        pytest.skip("a launch form of the Triton kernel")
+    from fp4_inductor.kernels.score import launch_score_paged
+
+    case = scoring_case(gen, device, heads=32, query_lens=[2, 1, 4, 3], seq_lens=[700, 64, 333, 1090], key_spread=5)
+    query = fp4.quantize_queries(case["q"], backend="triton")
+    layout = (case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"])
+    out = torch.full((case["q"].shape[0], case["block_table"].shape[1] * 64), float("nan"), device=device)
+    launch_score_paged(out, *query, *layout, case["max_query_len"], tile_pages=tile_pages, num_warps=4 * tile_pages,
+                       pairs=pairs)
+    want = float64_scores(query, *layout)
+    valid = reference.valid_region(case["query_starts"].cpu(), case["row_ends"].cpu(), want.shape[1])
+    got = out.cpu()
+    assert not got[valid].isnan().any() and got[~valid].isnan().all()
+    assert ((got[valid].double() - want[valid]).norm() / want[valid].norm()) < 1e-5
+
+
 def test_exact_launch_form_is_checked(gen):
     from fp4_inductor.kernels.score import launch_score_paged
 

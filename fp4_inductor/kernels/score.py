@@ -194,6 +194,18 @@ def st_f32(address, value, mask):
 
 
 @triton.jit
+def store_tile(out_ptr, out_stride, out_rows, first_row, j, value, limit, ROWS: tl.constexpr, ASM: tl.constexpr):
+    """Store a tile's logits [M, ROWS] at tokens ``j`` of rows ``first_row + r`` where
+    j < limit[r]; with ASM from the accumulator's layout (``out_rows``: the rows' int64 addresses)."""
+    ok = j[:, None] < limit[None, :]
+    if ASM:
+        st_f32(out_rows + j.to(tl.int64)[:, None] * 4, value, ok)
+    else:
+        rr = tl.arange(0, ROWS)
+        tl.store(out_ptr + (first_row + rr).to(tl.int64)[None, :] * out_stride + j[:, None], value, mask=ok)
+
+
+@triton.jit
 def widen(per_group, times: tl.constexpr):
     """[M, G] -> [M, G * times]: each value repeated ``times`` times in place."""
     M: tl.constexpr = per_group.shape[0]
@@ -248,6 +260,16 @@ def key_operands(x, x2, shift, ASM: tl.constexpr, WORDS: tl.constexpr = False):
         a = signed_magnitude(x.to(tl.int32) >> nibble_shift, tl.maximum(s, 0))
         b = signed_magnitude(x2.to(tl.int32) >> nibble_shift, tl.maximum(s, 0))
         return tl.where(s >= 0, a, 0).to(tl.int8), tl.where(s >= 0, b, 0).to(tl.int8)
+
+
+@triton.jit
+def word_operands(k_exp, x, fewest, ASM: tl.constexpr):
+    """A word-fed tile's (k_max, a, b, fewest): each key's largest group scale, the folded int8
+    operands, and ``fewest`` updated with the tile's smallest fold per slot."""
+    k_max = tl.max(k_exp, axis=1)
+    k_fold = FOLD_LIMIT - (k_max[:, None] - k_exp)
+    a, b = key_operands(x, x, k_fold, ASM, True)
+    return k_max, a, b, tl.minimum(fewest, tl.min(k_fold, axis=1))
 
 
 @triton.jit
@@ -385,7 +407,7 @@ def score_request(
     weights_ptr, weights_stride, weights_head_stride,
     block_table_ptr, block_table_stride, block_table_page_stride, query_starts_ptr, row_ends_ptr,
     HEADS: tl.constexpr, ROWS: tl.constexpr, TILE_PAGES: tl.constexpr, ASM: tl.constexpr, QUERY_FLOAT: tl.constexpr,
-    DOT_DTYPE: tl.constexpr, MODE: tl.constexpr, WORDS: tl.constexpr, WARPS: tl.constexpr,
+    DOT_DTYPE: tl.constexpr, MODE: tl.constexpr, WORDS: tl.constexpr, WARPS: tl.constexpr, PAIRS: tl.constexpr,
 ):
     """Pages [share_begin, share_end) of ``request`` for all of its rows (its row blocks from
     program_id(1) on, in steps of num_programs(1)); returns ``fewest`` (MODE 1), updated."""
@@ -490,31 +512,44 @@ def score_request(
             elif WORDS:
                 # The hot loop fed payload words: keys loaded straight into the dot operand's
                 # layout (tile_keys), logits stored from the accumulator's; no layout conversion
-                # in the loop. Page ids two tiles ahead, keys one.
-                page = tile_page_ids(bt_row, block_table_page_stride, page_begin, page_end, TILE_PAGES, WARPS)
-                k_exp, x = tile_keys(cache_ptr, page_stride, page, TILE_PAGES, WARPS)
-                page_ahead = tile_page_ids(bt_row, block_table_page_stride, page_begin + TILE_PAGES, page_end,
-                                           TILE_PAGES, WARPS)
+                # in the loop. Keys one step ahead, page ids two. With PAIRS a step is two tiles:
+                # the second tile's operand build and dot sit in one block with the first tile's
+                # epilogue, and ptxas runs that epilogue while the second dot is in flight
+                # (launch_plan). The second tile of an odd pair reads the share's last page again
+                # (tile_page_ids clamps) and stores nothing (``limit``).
+                STEP: tl.constexpr = (2 if PAIRS else 1) * TILE_PAGES
+                p0 = tile_page_ids(bt_row, block_table_page_stride, page_begin, page_end, TILE_PAGES, WARPS)
+                exp0, x0 = tile_keys(cache_ptr, page_stride, p0, TILE_PAGES, WARPS)
+                p0 = tile_page_ids(bt_row, block_table_page_stride, page_begin + STEP, page_end, TILE_PAGES, WARPS)
+                if PAIRS:
+                    p1 = tile_page_ids(bt_row, block_table_page_stride, page_begin + TILE_PAGES, page_end, TILE_PAGES,
+                                       WARPS)
+                    exp1, x1 = tile_keys(cache_ptr, page_stride, p1, TILE_PAGES, WARPS)
+                    p1 = tile_page_ids(bt_row, block_table_page_stride, page_begin + STEP + TILE_PAGES, page_end,
+                                       TILE_PAGES, WARPS)
                 out_rows = out_ptr.to(tl.int64) + (first_row + rr).to(tl.int64)[None, :] * (out_stride * 4)
-                for tile in range(page_begin, page_end, TILE_PAGES):
-                    cur_exp, cur_x = k_exp, x
-                    k_exp, x = tile_keys(cache_ptr, page_stride, page_ahead, TILE_PAGES, WARPS)
-                    page_ahead = tile_page_ids(bt_row, block_table_page_stride, tile + 2 * TILE_PAGES, page_end,
-                                               TILE_PAGES, WARPS)
-                    k_max = tl.max(cur_exp, axis=1)
-                    k_fold = FOLD_LIMIT - (k_max[:, None] - cur_exp)
-                    fewest = tl.minimum(fewest, tl.min(k_fold, axis=1))
-                    ka, kb = key_operands(cur_x, cur_x, k_fold, ASM, WORDS)
-                    acc = key_dot(ka, kb, qa, qb, QUERY_FLOAT, DOT_DTYPE)
-                    logits = folded_logits(acc, w_folded, ROWS, HEADS, ASM, QUERY_FLOAT)
-                    value = logits * power_of_two(k_max, 0.0625)[:, None]
-                    j = tile * 64 + m
-                    out_ok = (j[:, None] < row_ends[None, :]) & (rr < rows_here)[None, :]
-                    if ASM:
-                        st_f32(out_rows + j.to(tl.int64)[:, None] * 4, value, out_ok)
-                    else:
-                        out_at = out_ptr + (first_row + rr).to(tl.int64)[None, :] * out_stride + j[:, None]
-                        tl.store(out_at, value, mask=out_ok)
+                limit = tl.where(rr < rows_here, tl.minimum(row_ends, page_end * 64) if PAIRS else row_ends, 0)
+                for tile in range(page_begin, page_end, STEP):
+                    cur_exp0, cur_x0 = exp0, x0
+                    exp0, x0 = tile_keys(cache_ptr, page_stride, p0, TILE_PAGES, WARPS)
+                    p0 = tile_page_ids(bt_row, block_table_page_stride, tile + 2 * STEP, page_end, TILE_PAGES, WARPS)
+                    if PAIRS:
+                        cur_exp1, cur_x1 = exp1, x1
+                        exp1, x1 = tile_keys(cache_ptr, page_stride, p1, TILE_PAGES, WARPS)
+                        p1 = tile_page_ids(bt_row, block_table_page_stride, tile + 2 * STEP + TILE_PAGES, page_end,
+                                           TILE_PAGES, WARPS)
+                    k_max0, ka, kb, fewest = word_operands(cur_exp0, cur_x0, fewest, ASM)
+                    acc0 = key_dot(ka, kb, qa, qb, QUERY_FLOAT, DOT_DTYPE)
+                    if PAIRS:
+                        k_max1, ka, kb, fewest = word_operands(cur_exp1, cur_x1, fewest, ASM)
+                    value0 = folded_logits(acc0, w_folded, ROWS, HEADS, ASM, QUERY_FLOAT) * power_of_two(k_max0, 0.0625)[:, None]
+                    if PAIRS:
+                        acc1 = key_dot(ka, kb, qa, qb, QUERY_FLOAT, DOT_DTYPE)
+                        value1 = folded_logits(acc1, w_folded, ROWS, HEADS, ASM, QUERY_FLOAT) * power_of_two(k_max1, 0.0625)[:, None]
+                    store_tile(out_ptr, out_stride, out_rows, first_row, tile * 64 + m, value0, limit, ROWS, ASM)
+                    if PAIRS:
+                        store_tile(out_ptr, out_stride, out_rows, first_row, (tile + TILE_PAGES) * 64 + m, value1,
+                                   limit, ROWS, ASM)
             else:
                 # Software pipeline: page ids two tiles ahead, scales and payload one tile ahead, so
                 # the loads of the next tile are in flight while this one is converted and multiplied.
@@ -601,6 +636,7 @@ def score_paged_kernel(
     MODE: tl.constexpr = 0,
     WORDS: tl.constexpr = False,
     WARPS: tl.constexpr = 4,
+    PAIRS: tl.constexpr = False,
 ):
     # MODE 0: both paths in one loop, one vote per tile on which to take. MODE 1: the folded
     # path for every key, no vote; a key that does not fold keeps only its folding groups and
@@ -648,7 +684,7 @@ def score_paged_kernel(
             request, tl.maximum(begin * SHARE_PAGES - first_page, 0), end * SHARE_PAGES - first_page, fewest,
             out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, weights_ptr, weights_stride,
             weights_head_stride, block_table_ptr, block_table_stride, block_table_page_stride,
-            query_starts_ptr, row_ends_ptr, HEADS, ROWS, TILE_PAGES, ASM, QUERY_FLOAT, DOT_DTYPE, MODE, WORDS, WARPS)
+            query_starts_ptr, row_ends_ptr, HEADS, ROWS, TILE_PAGES, ASM, QUERY_FLOAT, DOT_DTYPE, MODE, WORDS, WARPS, PAIRS)
         first_page += tl.cdiv(longest, 64 * SHARE_PAGES) * SHARE_PAGES
         request += 1
     if MODE == 1:
@@ -662,26 +698,35 @@ def word_fed_pass(exact: str, query_float: bool) -> bool:
     return exact == "fixup" and not query_float
 
 
-def launch_plan(word_fed: bool, columns: int, tuning: dict) -> tuple[int, int, int]:
-    """(pages per tile, warps, programs per SM) of one launch pair; ``word_fed``: its hot kernel
-    takes the word-fed loop; ``columns``: rows per block x heads. ``tuning`` (tile_pages,
-    num_warps, programs_per_sm) overrides each.
+def launch_plan(word_fed: bool, columns: int, tuning: dict) -> tuple[int, int, int, bool]:
+    """(pages per tile, warps, programs per SM, tiles in pairs) of one launch pair;
+    ``word_fed``: its hot kernel takes the word-fed loop; ``columns``: rows per block x heads.
+    ``tuning`` (tile_pages, num_warps, programs_per_sm, pairs) overrides each.
 
-    Measured on the H200 (docs/benchmarks.md, 2026-12-03 (afternoon)), with equal shares:
+    Measured on the H200 (docs/benchmarks.md), with equal shares, B=64 x 32768:
     - the word-fed hot kernel with at most 64 columns (next_n=1 at 64 heads): 16 warps x 4
-      pages, one program per SM. 512 threads hold ptxas to 128 registers without a cap, so
-      torch.compile (Inductor passes no ``maxnreg``) runs it as fast as eager: 88.5-89.3 us
-      at B=64 x 32768, against 95.6 for 4 warps capped at 168 registers (111 compiled).
-    - everything else: 4 warps x 2 pages, two programs per SM (as many as fit at 255
-      registers): next_n=2 131.9-133.7 us, next_n=4 238 us; three or four per SM are slower.
+      pages, one program per SM, one tile per step. 512 threads hold ptxas to 128 registers
+      without a cap, so torch.compile (Inductor passes no ``maxnreg``) runs it as fast as eager:
+      88.0-88.1 us, against 91.3-91.7 with tiles in pairs and 95.6 for 4 warps capped at 168
+      registers.
+    - the word-fed hot kernel with more columns (two-row blocks): 8 warps x 2 pages, one
+      program per SM (254 registers, no spill), tiles in pairs: next_n=2 118.3 us, next_n=4
+      215.1, B=16 x 131072 next_n=2 118.6, against 132.6 / 235.6 / 131 for the former 4 warps
+      x 2 pages, two per SM, one tile per step (134.3 / 247.8 / 134.6 for 8 warps without pairs;
+      pairs at 4 warps spill: 343 us at next_n=2).
+    - everything else (bf16 queries, caches without 16-byte rows): 4 warps x 2 pages, two
+      programs per SM.
     """
-    wide = word_fed and columns <= 64
-    tile_pages, num_warps, per_sm = (4, 16, 1) if wide else (2, 4, 2)
-    return (tuning.get("tile_pages", tile_pages), tuning.get("num_warps", num_warps),
-            tuning.get("programs_per_sm", per_sm))
+    if word_fed:
+        plan = (4, 16, 1, False) if columns <= 64 else (2, 8, 1, True)
+    else:
+        plan = (2, 4, 2, False)
+    keys = ("tile_pages", "num_warps", "programs_per_sm", "pairs")
+    return tuple(tuning.get(key, default) for key, default in zip(keys, plan))
 
 
-def launch_forms(exact: str, asm: bool, word_fed: bool, tile_pages: int, num_warps: int) -> list[dict]:
+def launch_forms(exact: str, asm: bool, word_fed: bool, tile_pages: int, num_warps: int,
+                 pairs: bool = False) -> list[dict]:
     """The kernel launches of one call, in order, as their constexprs (``WARPS`` is also the
     launch's num_warps); all on the same grid, cutting the same shares (``SHARE_PAGES``).
 
@@ -705,7 +750,8 @@ def launch_forms(exact: str, asm: bool, word_fed: bool, tile_pages: int, num_war
         exact_pass = dict(TILE_PAGES=tile_pages if wide else 1, ASM=asm, WORDS=True, WARPS=num_warps if wide else 4)
     else:
         exact_pass = dict(TILE_PAGES=min(tile_pages, 2), ASM=False, WORDS=False, WARPS=4)
-    return [dict(MODE=1, TILE_PAGES=tile_pages, SHARE_PAGES=tile_pages, ASM=asm, WORDS=word_fed, WARPS=num_warps),
+    return [dict(MODE=1, TILE_PAGES=tile_pages, SHARE_PAGES=tile_pages, ASM=asm, WORDS=word_fed, WARPS=num_warps,
+                 PAIRS=word_fed and pairs),
             dict(MODE=2, SHARE_PAGES=tile_pages, **exact_pass)]
 
 
@@ -757,14 +803,14 @@ def launch_score_paged(
     # The word-fed hot loop: on the GPU with the PTX builder; the interpreter takes it too (with
     # the integer builder) wherever the words are 4-byte aligned, so CPU runs execute it.
     word_fed = word_fed_pass(exact, query_float) and (asm if gpu else rows_aligned(cache, 4))
-    tile_pages, num_warps, per_sm = launch_plan(word_fed, rows_per_block * heads, tuning)
+    tile_pages, num_warps, per_sm, pairs = launch_plan(word_fed, rows_per_block * heads, tuning)
     if word_fed and (64 * tile_pages) % (16 * num_warps):
         raise ValueError(f"tile_pages: the word-fed loop needs 64 * tile_pages to be a multiple of 16 * num_warps, "
                          f"got tile_pages={tile_pages} with num_warps={num_warps}")
     # One program per share of all requests' pages (the kernel computes the shares), per row block.
     sms = torch.cuda.get_device_properties(cache.device).multi_processor_count if gpu else 4
     grid = (max(1, per_sm * sms // row_blocks), row_blocks)
-    forms = launch_forms(exact, asm, word_fed, tile_pages, num_warps)
+    forms = launch_forms(exact, asm, word_fed, tile_pages, num_warps, pairs)
     # The one-kernel form never touches the flags (query_starts is a read-only stand-in).
     flags = torch.empty(grid[0] * grid[1], dtype=torch.uint8, device=out.device) if exact == "fixup" else query_starts
     maxnreg = tuning.get("maxnreg")
