@@ -12,7 +12,8 @@ over many programs and short ones share one; a ragged batch takes as long as
 its total of keys says, not as its longest request. The hot pass of FP4 queries
 loads the keys straight into the dot operand's layout (``tile_keys``); with at
 most 64 columns (next_n=1 at 64 heads) it runs 16 warps per program, one program
-per SM (``launch_plan``).
+per SM; with more (two-row blocks) 8 warps, one program per SM, two tiles per step
+(``launch_plan``).
 
 E2M1 values times 2 are the integers {0, 1, 2, 3, 4, 6, 8, 12}. Within one
 key (and one query head) the four group scales usually differ by at most
@@ -737,9 +738,9 @@ def launch_forms(exact: str, asm: bool, word_fed: bool, tile_pages: int, num_war
       one int8 dot per class of its keys' group scales (``fold_classes``), with the PTX builder.
       It runs on the wide hot kernel's 16 warps x 4 pages (more warps to hide the scan of a
       share), else on one page per tile on 4 warps (the float32 sum of a two-row block fits).
-      H200, B=64 x 32768 with 0.1 % of keys holding a group 2**6 above the rest: 246 us at
-      next_n=1, 239 at 2 (451 and 557 with the pass below), timed before each class got its
-      own scale (docs/benchmarks.md).
+      H200, B=64 x 32768 with 0.1 % of keys holding a group 2**6 above the rest: 237 us at
+      next_n=1; at next_n=2 297 us since the hot kernel there runs one 8-warp program per SM
+      (243 us with two 4-warp programs per SM, twice the exact-pass programs; docs/benchmarks.md).
     - Otherwise it builds with the portable integer builder, at most 2 pages per tile on 4
       warps: inside the loop over a share's requests, Triton 3.7 puts the byte-fed PTX builder
       in a layout that breaks pack=4 (tests/test_prmt.py compiles every default launch)."""
