@@ -84,3 +84,21 @@ def float64_scores(query, cache, weights, block_table, query_starts, row_ends, m
             s = (q[r] @ keys[: ends[r]].T).relu()
             out[r, : ends[r]] = weights[r].cpu().double() @ s
     return out
+
+
+def run_programs_in_reverse(monkeypatch):
+    """Make the Triton interpreter run a launch's programs from the last program_id(0) to the
+    first. It runs them in ascending order, so a program that stores into the next program's
+    share is overwritten by it and goes unseen; in reverse order the stray store comes last
+    and shows (on the GPU the order is a race)."""
+    from triton.runtime import interpreter
+
+    builder = interpreter.InterpreterBuilder
+    set_dim, set_idx = builder.set_grid_dim, builder.set_grid_idx
+
+    def grid_dim(self, *dims):
+        self._grid_dims = dims
+        return set_dim(self, *dims)
+
+    monkeypatch.setattr(builder, "set_grid_dim", grid_dim)
+    monkeypatch.setattr(builder, "set_grid_idx", lambda self, x, y, z: set_idx(self, self._grid_dims[0] - 1 - x, y, z))

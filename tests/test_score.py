@@ -8,7 +8,7 @@ import fp4_inductor as fp4
 from fp4_inductor import formats as F
 from fp4_inductor import reference
 
-from helpers import case_on, float64_scores, scoring_case
+from helpers import case_on, float64_scores, run_programs_in_reverse, scoring_case
 
 CASES = {
     "uniform-2": dict(query_lens=[2, 2, 2], seq_lens=[130, 64, 257]),
@@ -252,19 +252,25 @@ def test_exact_path_launch_variants(name, exact, tile_pages, query_kind, backend
     assert ((got[valid].double() - want[valid]).norm() / want[valid].norm()) < 1e-5
 
 
+@pytest.mark.parametrize("key_spread", [0, 5])
 @pytest.mark.parametrize("pairs", [False, True])
 @pytest.mark.parametrize("tile_pages", [1, 2])
-def test_word_fed_tiles_in_pairs(pairs, tile_pages, backend_device, gen):
+def test_word_fed_tiles_in_pairs(pairs, tile_pages, key_spread, backend_device, gen, monkeypatch):
     """The word-fed hot loop one tile or two per step: every valid entry scored once, nothing
-    written past a row's end, with shares that hold an odd number of tiles (the second tile of
-    the last pair reads the share's last page again and must store nothing), ragged rows, keys
-    whose scales do not fold (the exact pass after the hot one)."""
+    written past a row's end, with ragged rows and shares that hold an odd number of tiles, some
+    ending mid-request: there the second tile of the last pair reads the share's last page again
+    and must store nothing, which the interpreter sees only with its programs run in reverse
+    order. Keys that all fold (the hot pass's values are the result) and keys that often do not
+    (the exact pass rewrites their tiles)."""
     backend, device = backend_device
     if backend != "triton":
         pytest.skip("a launch form of the Triton kernel")
     from fp4_inductor.kernels.score import launch_score_paged
 
-    case = scoring_case(gen, device, heads=32, query_lens=[2, 1, 4, 3], seq_lens=[700, 64, 333, 1090], key_spread=5)
+    if device == "cpu":
+        run_programs_in_reverse(monkeypatch)
+    case = scoring_case(gen, device, heads=32, query_lens=[2, 1, 4, 3], seq_lens=[700, 64, 333, 1090],
+                        key_spread=key_spread)
     query = fp4.quantize_queries(case["q"], backend="triton")
     layout = (case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"])
     out = torch.full((case["q"].shape[0], case["block_table"].shape[1] * 64), float("nan"), device=device)

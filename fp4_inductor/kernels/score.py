@@ -768,7 +768,7 @@ def _sixteen_byte_aligned(cache: torch.Tensor) -> bool:
 def launch_score_paged(
     out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len, **tuning
 ) -> None:
-    """Launch the scorer; ``tuning`` (tile_pages, num_warps, num_stages, programs_per_sm,
+    """Launch the scorer; ``tuning`` (tile_pages, num_warps, num_stages, programs_per_sm, pairs,
     maxnreg, max_columns, asm, exact) is for benchmarks/score_variants.py and is not part of
     the API. tile_pages and num_warps set the hot pass (and the shares); the exact pass takes
     its own below 16 warps (``launch_forms``).
