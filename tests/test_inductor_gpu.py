@@ -14,8 +14,11 @@ from test_compile import decode_step, run, step_inputs
 pytestmark = [pytest.mark.gpu, gpu]
 
 
-def test_inductor_emits_fp4_kernels_without_sync_or_cache_copy(gen):
-    inputs = step_inputs(gen, query_lens=[2, 1, 3], seq_lens=[300, 65, 190])
+@pytest.mark.parametrize("heads", [16, 64])
+def test_inductor_emits_fp4_kernels_without_sync_or_cache_copy(gen, heads):
+    """16 heads: the scorer's 16-warp hot loop; 64 heads (two-row blocks of 128 columns): the
+    8-warp loop with tiles in pairs."""
+    inputs = step_inputs(gen, query_lens=[2, 1, 3], seq_lens=[300, 65, 190], heads=heads)
     inputs = {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
     import fp4_inductor as fp4
 
