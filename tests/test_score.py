@@ -8,7 +8,7 @@ import fp4_inductor as fp4
 from fp4_inductor import formats as F
 from fp4_inductor import reference
 
-from helpers import case_on, float64_scores, run_programs_in_reverse, scoring_case
+from helpers import case_on, float64_scores, random_keys, run_programs_in_reverse, scoring_case
 
 CASES = {
     "uniform-2": dict(query_lens=[2, 2, 2], seq_lens=[130, 64, 257]),
@@ -280,6 +280,36 @@ def test_word_fed_tiles_in_pairs(pairs, tile_pages, key_spread, backend_device, 
     launch_score_paged(out, *query, *layout, case["max_query_len"], tile_pages=tile_pages, num_warps=4 * tile_pages,
                        pairs=pairs)
     want = float64_scores(query, *layout)
+    valid = reference.valid_region(case["query_starts"].cpu(), case["row_ends"].cpu(), want.shape[1])
+    got = out.cpu()
+    assert not got[valid].isnan().any() and got[~valid].isnan().all()
+    assert ((got[valid].double() - want[valid]).norm() / want[valid].norm()) < 1e-5
+
+
+@pytest.mark.parametrize("split", [2, 3])
+@pytest.mark.parametrize("query_kind", ["fp4", "bf16"])
+def test_exact_pass_on_more_programs(split, query_kind, backend_device, gen, monkeypatch):
+    """The exact pass on ``split`` times the hot pass's programs: each takes part of a hot
+    program's share and reads that program's flag. Keys that do not fold in two pages only, so
+    some programs are flagged and others not; ragged rows, one-row and two-row blocks; every
+    valid entry right, nothing else written (programs in reverse order on the interpreter, so a
+    store into a neighbour's part shows)."""
+    backend, device = backend_device
+    if backend != "triton":
+        pytest.skip("a launch form of the Triton kernel")
+    from fp4_inductor.kernels.score import launch_score_paged
+
+    if device == "cpu":
+        run_programs_in_reverse(monkeypatch)
+    case = scoring_case(gen, device, heads=32, query_lens=[2, 1, 4, 3, 1], seq_lens=[700, 64, 333, 1090, 5])
+    pages = case["block_table"].cpu()[[3, 0], [12, 4]].long()
+    slots = (pages[:, None] * 64 + torch.arange(0, 64, 9)).flatten()
+    fp4.store_keys(random_keys(slots.shape[0], gen, group_spread=9).to(device), case["cache"], slots.to(device))
+    query = fp4.quantize_queries(case["q"], backend="triton") if query_kind == "fp4" else (case["q"], None)
+    layout = (case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"])
+    out = torch.full((case["q"].shape[0], case["block_table"].shape[1] * 64), float("nan"), device=device)
+    launch_score_paged(out, *query, *layout, case["max_query_len"], exact_split=split)
+    want = float64_scores(query[0] if query_kind == "bf16" else query, *layout)
     valid = reference.valid_region(case["query_starts"].cpu(), case["row_ends"].cpu(), want.shape[1])
     got = out.cpu()
     assert not got[valid].isnan().any() and got[~valid].isnan().all()

@@ -638,16 +638,18 @@ def score_paged_kernel(
     WORDS: tl.constexpr = False,
     WARPS: tl.constexpr = 4,
     PAIRS: tl.constexpr = False,
+    SPLIT: tl.constexpr = 1,
 ):
     # MODE 0: both paths in one loop, one vote per tile on which to take. MODE 1: the folded
     # path for every key, no vote; a key that does not fold keeps only its folding groups and
-    # marks its program (one flag byte). MODE 2 (launched after 1 on the same grid): the exact
-    # path for the tiles that do not fold, in marked programs only (word-fed: fold classes,
-    # see launch_forms). 1 + 2 keep the exact path's registers and the per-tile vote out of the
-    # hot loop.
+    # marks its program (one flag byte). MODE 2 (launched after 1, on SPLIT times its programs
+    # along axis 0): the exact path for the tiles that do not fold, in the programs whose share
+    # lies in a marked one's (word-fed: fold classes, see launch_forms). Program q's share is
+    # part q % SPLIT of program q // SPLIT's: cut from the same units, the shares nest exactly.
+    # 1 + 2 keep the exact path's registers and the per-tile vote out of the hot loop.
     M: tl.constexpr = 64 * TILE_PAGES
     fewest = tl.full((M,), FOLD_LIMIT, tl.int32)  # MODE 1: each slot's smallest fold seen
-    flag_at = flags_ptr + tl.program_id(0) * tl.num_programs(1) + tl.program_id(1)
+    flag_at = flags_ptr + (tl.program_id(0) // SPLIT) * tl.num_programs(1) + tl.program_id(1)
     run = True
     if MODE == 2:
         run = tl.load(flag_at) != 0  # a program that left nothing out has nothing to do here
@@ -727,9 +729,11 @@ def launch_plan(word_fed: bool, columns: int, tuning: dict) -> tuple[int, int, i
 
 
 def launch_forms(exact: str, asm: bool, word_fed: bool, tile_pages: int, num_warps: int,
-                 pairs: bool = False) -> list[dict]:
+                 pairs: bool = False, split: int = 1) -> list[dict]:
     """The kernel launches of one call, in order, as their constexprs (``WARPS`` is also the
-    launch's num_warps); all on the same grid, cutting the same shares (``SHARE_PAGES``).
+    launch's num_warps); all cutting their shares from the same units (``SHARE_PAGES``), the
+    exact pass on ``split`` times the hot pass's programs (``SPLIT``: each hot share cut in
+    ``split`` parts).
 
     ``exact="inline"``: one launch (MODE 0). ``"fixup"``: the hot pass (MODE 1, word-fed where
     ``word_fed``) and the exact pass (MODE 2), which only runs the tiles whose keys do not fold.
@@ -753,7 +757,7 @@ def launch_forms(exact: str, asm: bool, word_fed: bool, tile_pages: int, num_war
         exact_pass = dict(TILE_PAGES=min(tile_pages, 2), ASM=False, WORDS=False, WARPS=4)
     return [dict(MODE=1, TILE_PAGES=tile_pages, SHARE_PAGES=tile_pages, ASM=asm, WORDS=word_fed, WARPS=num_warps,
                  PAIRS=word_fed and pairs),
-            dict(MODE=2, SHARE_PAGES=tile_pages, **exact_pass)]
+            dict(MODE=2, SHARE_PAGES=tile_pages, SPLIT=split, **exact_pass)]
 
 
 def _sixteen_byte_aligned(cache: torch.Tensor) -> bool:
@@ -769,9 +773,10 @@ def launch_score_paged(
     out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len, **tuning
 ) -> None:
     """Launch the scorer; ``tuning`` (tile_pages, num_warps, num_stages, programs_per_sm, pairs,
-    maxnreg, max_columns, asm, exact) is for benchmarks/score_variants.py and is not part of
-    the API. tile_pages and num_warps set the hot pass (and the shares); the exact pass takes
-    its own below 16 warps (``launch_forms``).
+    exact_split, maxnreg, max_columns, asm, exact) is for benchmarks/score_variants.py and is
+    not part of the API. tile_pages and num_warps set the hot pass (and the shares); the exact
+    pass takes its own below 16 warps, and exact_split times the hot pass's programs
+    (``launch_forms``).
 
     ``q_scales=None``: ``q_payload`` holds unquantized queries float [rows, H, 128], scored as
     bf16 against the FP4 keys (the higher-recall mode)."""
@@ -811,12 +816,12 @@ def launch_score_paged(
     # One program per share of all requests' pages (the kernel computes the shares), per row block.
     sms = torch.cuda.get_device_properties(cache.device).multi_processor_count if gpu else 4
     grid = (max(1, per_sm * sms // row_blocks), row_blocks)
-    forms = launch_forms(exact, asm, word_fed, tile_pages, num_warps, pairs)
+    forms = launch_forms(exact, asm, word_fed, tile_pages, num_warps, pairs, tuning.get("exact_split", 1))
     # The one-kernel form never touches the flags (query_starts is a read-only stand-in).
     flags = torch.empty(grid[0] * grid[1], dtype=torch.uint8, device=out.device) if exact == "fixup" else query_starts
     maxnreg = tuning.get("maxnreg")
     for form in forms:
-        wrap_triton(score_paged_kernel)[grid](
+        wrap_triton(score_paged_kernel)[(grid[0] * form.get("SPLIT", 1), grid[1])](
             out, out.stride(0), q_payload, q_scales, cache, cache.stride(0), weights, weights.stride(0), weights.stride(1),
             block_table, block_table.stride(0), block_table.stride(1), query_starts, row_ends, requests, flags,
             HEADS=heads, ROWS=rows_per_block, QUERY_FLOAT=query_float, DOT_DTYPE=tl.bfloat16 if gpu else tl.float32,
