@@ -543,10 +543,12 @@ def score_request(
                     acc0 = key_dot(ka, kb, qa, qb, QUERY_FLOAT, DOT_DTYPE)
                     if PAIRS:
                         k_max1, ka, kb, fewest = word_operands(cur_exp1, cur_x1, fewest, ASM)
-                    value0 = folded_logits(acc0, w_folded, ROWS, HEADS, ASM, QUERY_FLOAT) * power_of_two(k_max0, 0.0625)[:, None]
+                    value0 = folded_logits(acc0, w_folded, ROWS, HEADS, ASM, QUERY_FLOAT)
+                    value0 = value0 * power_of_two(k_max0, 0.0625)[:, None]
                     if PAIRS:
                         acc1 = key_dot(ka, kb, qa, qb, QUERY_FLOAT, DOT_DTYPE)
-                        value1 = folded_logits(acc1, w_folded, ROWS, HEADS, ASM, QUERY_FLOAT) * power_of_two(k_max1, 0.0625)[:, None]
+                        value1 = folded_logits(acc1, w_folded, ROWS, HEADS, ASM, QUERY_FLOAT)
+                        value1 = value1 * power_of_two(k_max1, 0.0625)[:, None]
                     store_tile(out_ptr, out_stride, out_rows, first_row, tile * 64 + m, value0, limit, ROWS, ASM)
                     if PAIRS:
                         store_tile(out_ptr, out_stride, out_rows, first_row, (tile + TILE_PAGES) * 64 + m, value1,
