@@ -224,6 +224,23 @@ def test_score_strided_inputs(backend_device, gen):
     assert err < 1e-5
 
 
+def check_launch(case, query, device, **tuning):
+    """launch_score_paged with ``tuning`` on a NaN-filled output, ``query`` quantized (payload,
+    scales) or an unquantized tensor (the bf16-query mode): every valid entry within 1e-5 of
+    the float64 definition, nothing else written."""
+    from fp4_inductor.kernels.score import launch_score_paged
+
+    layout = (case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"])
+    out = torch.full((case["q"].shape[0], case["block_table"].shape[1] * 64), float("nan"), device=device)
+    launch_args = query if isinstance(query, tuple) else (query, None)
+    launch_score_paged(out, *launch_args, *layout, case["max_query_len"], **tuning)
+    want = float64_scores(query, *layout)
+    valid = reference.valid_region(case["query_starts"].cpu(), case["row_ends"].cpu(), want.shape[1])
+    got = out.cpu()
+    assert not got[valid].isnan().any() and got[~valid].isnan().all()
+    assert ((got[valid].double() - want[valid]).norm() / want[valid].norm()) < 1e-5
+
+
 @pytest.mark.parametrize("name", ["ragged", "key-spread", "query-spread", "long-verify", "key-spread-1", "query-spread-1"])
 @pytest.mark.parametrize("exact", ["inline", "fixup"])
 @pytest.mark.parametrize("tile_pages", [1, 2, 4])
@@ -236,23 +253,12 @@ def test_exact_path_launch_variants(name, exact, tile_pages, query_kind, backend
     backend, device = backend_device
     if backend != "triton":
         pytest.skip("a launch form of the Triton kernel")
-    from fp4_inductor.kernels.score import launch_score_paged
-
     spec = dict(CASES[name.removesuffix("-1")])
     if name.endswith("-1"):
         spec["query_lens"] = [1] * len(spec["query_lens"])  # max_query_len=1
     case = scoring_case(gen, device, heads=32, **spec)
     query = fp4.quantize_queries(case["q"], backend="triton") if query_kind == "fp4" else case["q"]
-    layout = (case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"])
-    out = torch.full((case["q"].shape[0], case["block_table"].shape[1] * 64), float("nan"), device=device)
-    launch_args = query if query_kind == "fp4" else (query, None)
-    launch_score_paged(out, *launch_args, *layout, case["max_query_len"], exact=exact, tile_pages=tile_pages,
-                       num_warps=4 * tile_pages)
-    want = float64_scores(query, *layout)
-    valid = reference.valid_region(case["query_starts"].cpu(), case["row_ends"].cpu(), want.shape[1])
-    got = out.cpu()
-    assert not got[valid].isnan().any() and got[~valid].isnan().all()
-    assert ((got[valid].double() - want[valid]).norm() / want[valid].norm()) < 1e-5
+    check_launch(case, query, device, exact=exact, tile_pages=tile_pages, num_warps=4 * tile_pages)
 
 
 @pytest.mark.parametrize("key_spread", [0, 5])
@@ -268,22 +274,12 @@ def test_word_fed_tiles_in_pairs(pairs, tile_pages, key_spread, backend_device, 
     backend, device = backend_device
     if backend != "triton":
         pytest.skip("a launch form of the Triton kernel")
-    from fp4_inductor.kernels.score import launch_score_paged
-
     if device == "cpu":
         run_programs_in_reverse(monkeypatch)
     case = scoring_case(gen, device, heads=32, query_lens=[2, 1, 4, 3], seq_lens=[700, 64, 333, 1090],
                         key_spread=key_spread)
     query = fp4.quantize_queries(case["q"], backend="triton")
-    layout = (case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"])
-    out = torch.full((case["q"].shape[0], case["block_table"].shape[1] * 64), float("nan"), device=device)
-    launch_score_paged(out, *query, *layout, case["max_query_len"], tile_pages=tile_pages, num_warps=4 * tile_pages,
-                       pairs=pairs)
-    want = float64_scores(query, *layout)
-    valid = reference.valid_region(case["query_starts"].cpu(), case["row_ends"].cpu(), want.shape[1])
-    got = out.cpu()
-    assert not got[valid].isnan().any() and got[~valid].isnan().all()
-    assert ((got[valid].double() - want[valid]).norm() / want[valid].norm()) < 1e-5
+    check_launch(case, query, device, tile_pages=tile_pages, num_warps=4 * tile_pages, pairs=pairs)
 
 
 @pytest.mark.parametrize("split", [2, 3])
@@ -297,23 +293,14 @@ def test_exact_pass_on_more_programs(split, query_kind, backend_device, gen, mon
     backend, device = backend_device
     if backend != "triton":
         pytest.skip("a launch form of the Triton kernel")
-    from fp4_inductor.kernels.score import launch_score_paged
-
     if device == "cpu":
         run_programs_in_reverse(monkeypatch)
     case = scoring_case(gen, device, heads=32, query_lens=[2, 1, 4, 3, 1], seq_lens=[700, 64, 333, 1090, 5])
     pages = case["block_table"].cpu()[[3, 0], [12, 4]].long()
     slots = (pages[:, None] * 64 + torch.arange(0, 64, 9)).flatten()
     fp4.store_keys(random_keys(slots.shape[0], gen, group_spread=9).to(device), case["cache"], slots.to(device))
-    query = fp4.quantize_queries(case["q"], backend="triton") if query_kind == "fp4" else (case["q"], None)
-    layout = (case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"])
-    out = torch.full((case["q"].shape[0], case["block_table"].shape[1] * 64), float("nan"), device=device)
-    launch_score_paged(out, *query, *layout, case["max_query_len"], exact_split=split)
-    want = float64_scores(query[0] if query_kind == "bf16" else query, *layout)
-    valid = reference.valid_region(case["query_starts"].cpu(), case["row_ends"].cpu(), want.shape[1])
-    got = out.cpu()
-    assert not got[valid].isnan().any() and got[~valid].isnan().all()
-    assert ((got[valid].double() - want[valid]).norm() / want[valid].norm()) < 1e-5
+    query = fp4.quantize_queries(case["q"], backend="triton") if query_kind == "fp4" else case["q"]
+    check_launch(case, query, device, exact_split=split)
 
 
 def test_exact_launch_form_is_checked(gen):
