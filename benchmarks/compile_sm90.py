@@ -8,7 +8,7 @@ A Triton wheel carries ptxas and cuobjdump, so the H200's code can be read anywh
 
 Writes /tmp/sm90/TAG.{ttgir,ptx,sass}. QF=1 compiles the bf16-query mode; MAXNREG=n caps
 registers, MODE=1/2 the fix-up pair's launches as the launcher makes them, PAIRS=0/1 the word-fed loop's
-tiles in pairs (default: at 8 warps, as launch_plan), STAGES=n Triton's num_stages (3). Used to check that a refactor leaves the compiled kernel byte-identical (diff the
+tiles in pairs (default: launch_plan's for the rows, as the launcher takes it), STAGES=n Triton's num_stages (3). Used to check that a refactor leaves the compiled kernel byte-identical (diff the
 SASS without its encoding lines) and to count instructions per tile before a device run.
 """
 
@@ -20,7 +20,7 @@ import triton
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import importlib  # noqa: E402
-from fp4_inductor.kernels.score import launch_forms, word_fed_pass  # noqa: E402
+from fp4_inductor.kernels.score import launch_forms, launch_plan, word_fed_pass  # noqa: E402
 from fp4_inductor.kernels.sm90 import compile_scorer  # noqa: E402
 
 score = importlib.import_module(os.environ.get("SCORE_MODULE", "fp4_inductor.kernels.score"))
@@ -33,8 +33,10 @@ def compile_one(tag: str, rows: int, tile: int, warps: int, stages: int = 3) -> 
     mode, query_float = int(os.environ.get("MODE", 0)), bool(os.environ.get("QF"))
     exact = "inline" if mode == 0 else "fixup"
     # The launch as the launcher makes it (MODE=2: the exact pass's own tile and warps).
-    pairs = os.environ.get("PAIRS", "1" if warps == 8 else "0") == "1"
-    form = launch_forms(exact, True, word_fed_pass(exact, query_float), tile, warps, pairs)[max(mode - 1, 0)]
+    word_fed = word_fed_pass(exact, query_float)
+    pairs = launch_plan(word_fed, rows * 64, {"tile_pages": tile, "num_warps": warps})[3]  # as the launcher
+    pairs = os.environ.get("PAIRS", str(int(pairs))) == "1"
+    form = launch_forms(exact, True, word_fed, tile, warps, pairs)[max(mode - 1, 0)]
     compiled = compile_scorer(score.score_paged_kernel, rows, form, query_float=query_float, num_stages=stages,
                               maxnreg=int(os.environ.get("MAXNREG", 0)) or None)
     os.makedirs(OUT, exist_ok=True)
