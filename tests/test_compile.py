@@ -83,3 +83,21 @@ def test_forbid_host_sync_catches_item(gen):
     with pytest.raises(HostSyncError, match="_local_scalar_dense"):
         with forbid_host_sync():
             run(step_with_item, inputs)
+
+
+def test_launched_kernels_leave_no_constexpr_to_default():
+    """Inductor's generated code (torch 2.11) passes None for a user kernel's constexpr left to
+    its default: on the H200, every scorer launch under torch.compile failed to compile while
+    the exact pass's form left ``PAIRS`` to its default. So no launched kernel gives a parameter a
+    default, and a launch that leaves one out fails in the interpreter too (every form is
+    launched by the CPU tests)."""
+    import inspect
+
+    from fp4_inductor.kernels import quantize, score, topk
+
+    kernels = (score.score_paged_kernel, quantize.store_keys_kernel, quantize.quantize_queries_kernel,
+               topk.topk_segment_kernel)
+    for kernel in kernels:
+        parameters = inspect.signature(kernel.fn).parameters.values()
+        defaulted = [p.name for p in parameters if p.default is not inspect.Parameter.empty]
+        assert not defaulted, (kernel.fn.__name__, defaulted)

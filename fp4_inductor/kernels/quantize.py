@@ -101,7 +101,7 @@ def store_keys_kernel(
     capacity,
     IS_BF16: tl.constexpr,
     BLOCK_T: tl.constexpr,
-    WORDS: tl.constexpr = False,
+    WORDS: tl.constexpr,
 ):
     row = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
     slot = tl.load(slots_ptr + row, mask=row < n, other=-1).to(tl.int64)

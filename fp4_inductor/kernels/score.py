@@ -634,13 +634,13 @@ def score_paged_kernel(
     SHARE_PAGES: tl.constexpr,
     CHUNK: tl.constexpr,
     ASM: tl.constexpr,
-    QUERY_FLOAT: tl.constexpr = False,
-    DOT_DTYPE: tl.constexpr = tl.bfloat16,
-    MODE: tl.constexpr = 0,
-    WORDS: tl.constexpr = False,
-    WARPS: tl.constexpr = 4,
-    PAIRS: tl.constexpr = False,
-    SPLIT: tl.constexpr = 1,
+    QUERY_FLOAT: tl.constexpr,
+    DOT_DTYPE: tl.constexpr,
+    MODE: tl.constexpr,
+    WORDS: tl.constexpr,
+    WARPS: tl.constexpr,
+    PAIRS: tl.constexpr,
+    SPLIT: tl.constexpr,
 ):
     # MODE 0: both paths in one loop, one vote per tile on which to take. MODE 1: the folded
     # path for every key, no vote; a key that does not fold keeps only its folding groups and
@@ -703,10 +703,10 @@ def word_fed_pass(exact: str, query_float: bool) -> bool:
     return exact == "fixup" and not query_float
 
 
-def launch_plan(word_fed: bool, columns: int, tuning: dict) -> tuple[int, int, int, bool]:
-    """(pages per tile, warps, programs per SM, tiles in pairs) of one launch pair;
-    ``word_fed``: its hot kernel takes the word-fed loop; ``columns``: rows per block x heads.
-    ``tuning`` (tile_pages, num_warps, programs_per_sm, pairs) overrides each.
+def launch_plan(word_fed: bool, columns: int, tuning: dict) -> tuple[int, int, int, bool, int]:
+    """(pages per tile, warps, programs per SM, tiles in pairs, exact-pass split) of one launch
+    pair; ``word_fed``: its hot kernel takes the word-fed loop; ``columns``: rows per block x
+    heads. ``tuning`` (tile_pages, num_warps, programs_per_sm, pairs, exact_split) overrides each.
 
     Measured on the H200 (docs/benchmarks.md), with equal shares, B=64 x 32768:
     - the word-fed hot kernel with at most 64 columns (next_n=1 at 64 heads): 16 warps x 4
@@ -721,21 +721,26 @@ def launch_plan(word_fed: bool, columns: int, tuning: dict) -> tuple[int, int, i
       pairs at 4 warps spill: 343 us at next_n=2).
     - everything else (bf16 queries, caches without 16-byte rows): 4 warps x 2 pages, two
       programs per SM.
+    - after a word-fed hot pass, the exact pass on twice its programs (``launch_forms``): with
+      0.1 % of keys holding a group 2**6 above the rest, next_n=2 226.5 us against 298.9 on the
+      hot pass's own programs, B=16 x 131072 223.4 against 291.0, next_n=1 236.8 against 237.7.
     """
     if word_fed:
-        plan = (4, 16, 1, False) if columns <= 64 else (2, 8, 1, True)
+        plan = (4, 16, 1, False, 2) if columns <= 64 else (2, 8, 1, True, 2)
     else:
-        plan = (2, 4, 2, False)
-    keys = ("tile_pages", "num_warps", "programs_per_sm", "pairs")
+        plan = (2, 4, 2, False, 1)
+    keys = ("tile_pages", "num_warps", "programs_per_sm", "pairs", "exact_split")
     return tuple(tuning.get(key, default) for key, default in zip(keys, plan))
 
 
 def launch_forms(exact: str, asm: bool, word_fed: bool, tile_pages: int, num_warps: int,
                  pairs: bool = False, split: int = 1) -> list[dict]:
     """The kernel launches of one call, in order, as their constexprs (``WARPS`` is also the
-    launch's num_warps); all cutting their shares from the same units (``SHARE_PAGES``), the
+    launch's num_warps), all cutting their shares from the same units (``SHARE_PAGES``), the
     exact pass on ``split`` times the hot pass's programs (``SPLIT``: each hot share cut in
-    ``split`` parts).
+    ``split`` parts). Each form names every constexpr of the kernel beyond those the launcher
+    passes, and the kernel gives none a default: Inductor's generated code (torch 2.11) passes
+    None for a constexpr left to its default.
 
     ``exact="inline"``: one launch (MODE 0). ``"fixup"``: the hot pass (MODE 1, word-fed where
     ``word_fed``) and the exact pass (MODE 2), which only runs the tiles whose keys do not fold.
@@ -744,22 +749,24 @@ def launch_forms(exact: str, asm: bool, word_fed: bool, tile_pages: int, num_war
       one int8 dot per class of its keys' group scales (``fold_classes``), with the PTX builder.
       It runs on the wide hot kernel's 16 warps x 4 pages (more warps to hide the scan of a
       share), else on one page per tile on 4 warps (the float32 sum of a two-row block fits).
-      H200, B=64 x 32768 with 0.1 % of keys holding a group 2**6 above the rest: 237 us at
-      next_n=1; at next_n=2 297 us since the hot kernel there runs one 8-warp program per SM
-      (243 us with two 4-warp programs per SM, twice the exact-pass programs; docs/benchmarks.md).
+      H200, B=64 x 32768 with 0.1 % of keys holding a group 2**6 above the rest, split 2:
+      237 us at next_n=1, 227 us at next_n=2 (299 us with split 1, as the hot kernel there runs
+      one 8-warp program per SM; 325 us for an exact pass of 8 warps x 2 pages;
+      docs/benchmarks.md).
     - Otherwise it builds with the portable integer builder, at most 2 pages per tile on 4
       warps: inside the loop over a share's requests, Triton 3.7 puts the byte-fed PTX builder
       in a layout that breaks pack=4 (tests/test_prmt.py compiles every default launch)."""
     if exact == "inline":
-        return [dict(MODE=0, TILE_PAGES=tile_pages, SHARE_PAGES=tile_pages, ASM=asm, WORDS=False, WARPS=num_warps)]
+        return [dict(MODE=0, TILE_PAGES=tile_pages, SHARE_PAGES=tile_pages, ASM=asm, WORDS=False, WARPS=num_warps,
+                     PAIRS=False, SPLIT=1)]
     if word_fed:
         wide = num_warps >= 16
         exact_pass = dict(TILE_PAGES=tile_pages if wide else 1, ASM=asm, WORDS=True, WARPS=num_warps if wide else 4)
     else:
         exact_pass = dict(TILE_PAGES=min(tile_pages, 2), ASM=False, WORDS=False, WARPS=4)
     return [dict(MODE=1, TILE_PAGES=tile_pages, SHARE_PAGES=tile_pages, ASM=asm, WORDS=word_fed, WARPS=num_warps,
-                 PAIRS=word_fed and pairs),
-            dict(MODE=2, SHARE_PAGES=tile_pages, SPLIT=split, **exact_pass)]
+                 PAIRS=word_fed and pairs, SPLIT=1),
+            dict(MODE=2, SHARE_PAGES=tile_pages, PAIRS=False, SPLIT=split, **exact_pass)]
 
 
 def _sixteen_byte_aligned(cache: torch.Tensor) -> bool:
@@ -811,19 +818,19 @@ def launch_score_paged(
     # The word-fed hot loop: on the GPU with the PTX builder; the interpreter takes it too (with
     # the integer builder) wherever the words are 4-byte aligned, so CPU runs execute it.
     word_fed = word_fed_pass(exact, query_float) and (asm if gpu else rows_aligned(cache, 4))
-    tile_pages, num_warps, per_sm, pairs = launch_plan(word_fed, rows_per_block * heads, tuning)
+    tile_pages, num_warps, per_sm, pairs, split = launch_plan(word_fed, rows_per_block * heads, tuning)
     if word_fed and (64 * tile_pages) % (16 * num_warps):
         raise ValueError(f"tile_pages: the word-fed loop needs 64 * tile_pages to be a multiple of 16 * num_warps, "
                          f"got tile_pages={tile_pages} with num_warps={num_warps}")
     # One program per share of all requests' pages (the kernel computes the shares), per row block.
     sms = torch.cuda.get_device_properties(cache.device).multi_processor_count if gpu else 4
     grid = (max(1, per_sm * sms // row_blocks), row_blocks)
-    forms = launch_forms(exact, asm, word_fed, tile_pages, num_warps, pairs, tuning.get("exact_split", 1))
+    forms = launch_forms(exact, asm, word_fed, tile_pages, num_warps, pairs, split)
     # The one-kernel form never touches the flags (query_starts is a read-only stand-in).
     flags = torch.empty(grid[0] * grid[1], dtype=torch.uint8, device=out.device) if exact == "fixup" else query_starts
     maxnreg = tuning.get("maxnreg")
     for form in forms:
-        wrap_triton(score_paged_kernel)[(grid[0] * form.get("SPLIT", 1), grid[1])](
+        wrap_triton(score_paged_kernel)[(grid[0] * form["SPLIT"], grid[1])](
             out, out.stride(0), q_payload, q_scales, cache, cache.stride(0), weights, weights.stride(0), weights.stride(1),
             block_table, block_table.stride(0), block_table.stride(1), query_starts, row_ends, requests, flags,
             HEADS=heads, ROWS=rows_per_block, QUERY_FLOAT=query_float, DOT_DTYPE=tl.bfloat16 if gpu else tl.float32,

@@ -25,9 +25,7 @@ def compile_scorer(kernel, rows: int, form: dict, query_float: bool = False, num
     pointers = {"out_ptr": "*fp32", "q_payload_ptr": query, "q_scales_ptr": query, "cache_ptr": "*u8",
                 "weights_ptr": "*fp32", "block_table_ptr": "*i32", "query_starts_ptr": "*i32",
                 "row_ends_ptr": "*i32", "flags_ptr": "*u8"}
-    # Constexprs the form leaves out take their defaults, as at a launch (not runtime arguments).
-    defaults = {p.name: p.default for p in kernel.params if p.is_constexpr and p.default is not inspect.Parameter.empty}
-    const = dict(defaults, HEADS=64, ROWS=rows, CHUNK=SCHEDULE_CHUNK, QUERY_FLOAT=query_float, DOT_DTYPE=tl.bfloat16,
+    const = dict(HEADS=64, ROWS=rows, CHUNK=SCHEDULE_CHUNK, QUERY_FLOAT=query_float, DOT_DTYPE=tl.bfloat16,
                  **form)
     const = {k: v for k, v in const.items() if k in params}
     signature = {p: "constexpr" if p in const else pointers.get(p, "i32") for p in params}
