@@ -9,6 +9,7 @@ as a captured graph would be). It prints per-step latency, index-cache bytes
 per token, and how much of the BF16 indexer's top-k the FP4 indexer keeps.
 
 python examples/decode_loop.py [--steps 8] [--requests 4] [--context 1024] [--layers 2] [--no-compile]
+                               [--mode reduce-overhead] [--device cuda]
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ class ToyDSALayer(nn.Module):
     def forward(self, x, slots, block_table, seq_lens, query_lens, max_query_len: int):
         chosen = self.indexer(x, self.q_down(x), slots, block_table, seq_lens, query_lens, max_query_len)
         # Sparse attention, reduced to its data flow: average the values of the chosen tokens.
-        request = torch.searchsorted(torch.cumsum(query_lens, 0), torch.arange(x.shape[0]), right=True)
+        request = torch.searchsorted(torch.cumsum(query_lens, 0), torch.arange(x.shape[0], device=x.device), right=True)
         request = request.clamp(max=block_table.shape[0] - 1)
         pages = block_table[request].long()  # [rows, pages_per_request]
         token = chosen.clamp_min(0).long()
@@ -63,16 +64,22 @@ def prefill(model, block_table, lengths, hidden, gen):
     indexer's own projection (the BF16 cache or the FP4 section)."""
     for layer in model.layers:
         idx = layer.indexer
+        device = idx.wk.weight.device
         slots = torch.cat([(block_table[i].long().unsqueeze(-1) * 64 + torch.arange(64)).flatten()[:n]
-                           for i, n in enumerate(lengths)])
+                           for i, n in enumerate(lengths)]).to(device)
         with torch.no_grad():
-            keys = idx.k_norm(idx.wk(torch.randn(slots.shape[0], hidden, generator=gen)))
+            keys = idx.k_norm(idx.wk(torch.randn(slots.shape[0], hidden, generator=gen).to(device)))
             if isinstance(idx, FP4Indexer):
                 from fp4_inductor import store_keys
 
                 store_keys(keys, idx.index_cache, slots)
             else:
                 idx.key_cache.view(-1, 128)[slots] = keys
+
+
+def synchronize(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def progress(step, steps, width=30):
@@ -92,6 +99,9 @@ def main() -> None:
     parser.add_argument("--topk", type=int, default=128)
     parser.add_argument("--max-verify", type=int, default=4, help="verify rows per request are 1..this")
     parser.add_argument("--no-compile", action="store_true")
+    parser.add_argument("--mode", choices=("default", "reduce-overhead"), default="default",
+                        help="torch.compile mode; reduce-overhead replays each step from a captured CUDA graph")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--query-precision", choices=("fp4", "bf16"), default="fp4",
                         help="bf16: the higher-recall mode (FP4 keys, unquantized queries)")
     parser.add_argument("--seed", type=int, default=0)
@@ -101,14 +111,15 @@ def main() -> None:
 
     pages_per_request = (args.context + args.steps * args.max_verify) // 64 + 1
     num_pages = args.requests * pages_per_request
-    reference = ToyDSAModel(args.layers, args.hidden, 64, num_pages, args.heads, args.topk).eval()
+    device = torch.device(args.device)
+    reference = ToyDSAModel(args.layers, args.hidden, 64, num_pages, args.heads, args.topk).eval().to(device)
     fp4_model = copy.deepcopy(reference)
     swapped = swap_indexers(fp4_model, query_precision=args.query_precision)
     block_table = torch.randperm(num_pages, generator=gen).view(args.requests, pages_per_request).int()
     lengths = torch.randint(args.context // 2, args.context + 1, (args.requests,), generator=gen)
     prefill(reference, block_table, lengths.tolist(), args.hidden, torch.Generator().manual_seed(1))
     prefill(fp4_model, block_table, lengths.tolist(), args.hidden, torch.Generator().manual_seed(1))
-    step_fn = fp4_model if args.no_compile else torch.compile(fp4_model, fullgraph=True)
+    step_fn = fp4_model if args.no_compile else torch.compile(fp4_model, fullgraph=True, mode=args.mode)
     rows = args.requests * args.max_verify  # fixed: verify rows plus graph padding
 
     print(f"swapped {len(swapped)} indexers to FP4: {', '.join(name for name, _ in swapped)}")
@@ -124,10 +135,12 @@ def main() -> None:
                 slots[r] = int(block_table[i, t // 64]) * 64 + t % 64
                 r += 1
         x = torch.randn(rows, args.hidden, generator=gen)
-        inputs = (x, slots, block_table, seq_lens, query_lens, args.max_verify)
+        inputs = (*(t.to(device) for t in (x, slots, block_table, seq_lens, query_lens)), args.max_verify)
         with torch.no_grad():
+            synchronize(device)
             start = time.perf_counter()
             _, fp4_chosen = step_fn(*inputs)
+            synchronize(device)
             latencies.append(time.perf_counter() - start)
             _, bf16_chosen = reference(*inputs)
         for got, want in zip(fp4_chosen, bf16_chosen):
@@ -138,7 +151,7 @@ def main() -> None:
         progress(step + 1, args.steps)
     sys.stderr.write("\n")
     steady = latencies[1:] or latencies
-    print(f"steps: {args.steps}, requests: {args.requests}, verify rows per request 1..{args.max_verify} "
+    print(f"device: {device}, steps: {args.steps}, requests: {args.requests}, verify rows per request 1..{args.max_verify} "
           f"({rows} rows with graph padding), contexts now {lengths.tolist()}")
     print(f"per-step latency: first {latencies[0] * 1e3:.1f} ms (includes compile), "
           f"then median {statistics.median(steady) * 1e3:.1f} ms")
