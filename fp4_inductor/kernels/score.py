@@ -207,6 +207,15 @@ def store_tile(out_ptr, out_stride, out_rows, first_row, j, value, limit, ROWS: 
 
 
 @triton.jit
+def tile_outputs(out_ptr, out_stride, first_row, rows_here, row_ends, j):
+    """Addresses [M, ROWS] of a tile's logits at tokens ``j`` [M] of rows ``first_row + r``
+    (``row_ends`` [ROWS]), and where they may be written: j < row_ends[r], r < rows_here."""
+    rr = tl.arange(0, row_ends.shape[0])
+    out_at = out_ptr + (first_row + rr).to(tl.int64)[None, :] * out_stride + j[:, None]
+    return out_at, (j[:, None] < row_ends[None, :]) & (rr < rows_here)[None, :]
+
+
+@triton.jit
 def widen(per_group, times: tl.constexpr):
     """[M, G] -> [M, G * times]: each value repeated ``times`` times in place."""
     M: tl.constexpr = per_group.shape[0]
@@ -484,8 +493,7 @@ def score_request(
                     if not (query_folds and tl.min(tl.min(k_fold, axis=1), axis=0) >= 0):
                         x = tile_words(cache_ptr, page_stride, cur_page, TILE_PAGES, WARPS)
                         j = tile * 64 + m
-                        out_at = out_ptr + (first_row + rr).to(tl.int64)[None, :] * out_stride + j[:, None]
-                        out_ok = (j[:, None] < row_ends[None, :]) & (rr < rows_here)[None, :]
+                        out_at, out_ok = tile_outputs(out_ptr, out_stride, first_row, rows_here, row_ends, j)
                         if query_folds:
                             total = fold_classes(x, cur_exp, k_max, qa, qb, power_of_two(q_max, 0.0625), ASM,
                                                  DOT_DTYPE)
@@ -506,8 +514,7 @@ def score_request(
                     if not (query_folds and tl.min(tl.min(k_fold, axis=1), axis=0) >= 0):
                         x, x2 = load_key_bytes(cache_ptr, page, page_stride, token, ok[:, None], ASM)
                         j = tile * 64 + m
-                        out_at = out_ptr + (first_row + rr).to(tl.int64)[None, :] * out_stride + j[:, None]
-                        out_ok = (j[:, None] < row_ends[None, :]) & (rr < rows_here)[None, :]
+                        out_at, out_ok = tile_outputs(out_ptr, out_stride, first_row, rows_here, row_ends, j)
                         exact_tile(x, x2, k_exp, qa_raw, qb_raw, q_exp, w, out_at, out_ok, ROWS, HEADS, ASM,
                                    QUERY_FLOAT, DOT_DTYPE)
             elif WORDS:
@@ -518,6 +525,11 @@ def score_request(
                 # epilogue, and ptxas runs that epilogue while the second dot is in flight
                 # (launch_plan). The second tile of an odd pair reads the share's last page again
                 # (tile_page_ids clamps) and stores nothing (``limit``).
+                # Barriers: at 16 warps Triton leaves one before each tile's first dot (for the
+                # query operand, stored to shared memory before the loop); the four warpgroups
+                # in lockstep are faster than without it (H200, next_n=1: 93 vs 97 us). The
+                # paired 8-warp loop has none, and one per step costs a quarter (118 vs 146 us
+                # at next_n=2): one warpgroup's dot runs under the other's build and epilogue.
                 STEP: tl.constexpr = (2 if PAIRS else 1) * TILE_PAGES
                 p0 = tile_page_ids(bt_row, block_table_page_stride, page_begin, page_end, TILE_PAGES, WARPS)
                 exp0, x0 = tile_keys(cache_ptr, page_stride, p0, TILE_PAGES, WARPS)
@@ -582,8 +594,7 @@ def score_request(
                     else:
                         folds = query_folds and tl.min(tl.min(k_fold, axis=1), axis=0) >= 0
                     j = tile * 64 + m
-                    out_at = out_ptr + (first_row + rr).to(tl.int64)[None, :] * out_stride + j[:, None]
-                    out_ok = (j[:, None] < row_ends[None, :]) & (rr < rows_here)[None, :]
+                    out_at, out_ok = tile_outputs(out_ptr, out_stride, first_row, rows_here, row_ends, j)
                     if folds:
                         ka, kb = key_operands(cur_x, cur_x2, k_fold, ASM)
                         acc = key_dot(ka, kb, qa, qb, QUERY_FLOAT, DOT_DTYPE)
