@@ -1,0 +1,48 @@
+"""A/B timing of score_paged variants in one call: the same case for all, each variant's
+logits compared bit for bit with the first's, then the variants timed in alternation (GPU
+time of CUDA-graph replays), so that drift between runs does not read as a difference.
+
+python benchmarks/score_ab.py [--shapes 64x32768x1,64x32768x2] [--rounds 3] A.py B.py ...
+
+A variant is a copy of fp4_inductor/kernels/score.py kept as a file; ``shipped`` stands for
+the package's own. Results: docs/benchmarks.md.
+"""
+
+import argparse
+
+import torch
+from score_variants import load_variant
+
+import fp4_inductor as fp4
+from fp4_inductor.bench import build_scoring_case, device_us
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("variants", nargs="+", help="score.py copies, or 'shipped'")
+    parser.add_argument("--shapes", default="64x32768x1,64x32768x2", help="BxCONTEXTxNEXT_N,...")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    modules = {path: load_variant(None if path == "shipped" else path) for path in args.variants}
+    table = []
+    for shape in args.shapes.split(","):
+        requests, context, next_n = (int(v) for v in shape.split("x"))
+        case = build_scoring_case(requests, context, next_n, 64, torch.device("cuda"))
+        query = fp4.quantize_queries(case["q"])
+        out = torch.empty(requests * next_n, context, device="cuda")
+        inputs = (*query, case["cache"], case["weights"], case["block_table"], case["query_starts"],
+                  case["row_ends"], next_n)
+        valid = torch.arange(context, device="cuda")[None, :] < case["row_ends"][:, None]
+        first = None
+        for path, module in modules.items():
+            out.fill_(float("nan"))
+            module.launch_score_paged(out, *inputs)
+            if first is None:
+                first = out.clone()
+            same = torch.equal(out[valid], first[valid]) and not out[valid].isnan().any().item()
+            print(f"{shape} {path}: {'bit-identical to' if same else 'DIFFERS from'} {args.variants[0]}", flush=True)
+        times = {path: [] for path in modules}
+        for _ in range(args.rounds):
+            for path, module in modules.items():
+                times[path].append(device_us(lambda: module.launch_score_paged(out, *inputs)))
+        table += [f"| {shape} | {path} | " + " / ".join(f"{t:.1f}" for t in times[path]) + " |" for path in modules]
+    print("\n".join(["| shape | variant | us per round |", "| --- | --- | --- |"] + table))

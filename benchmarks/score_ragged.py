@@ -1,0 +1,72 @@
+"""score_paged on ragged batches: each launch plan checked against the reference op and
+timed (GPU time of CUDA-graph replays). Results: docs/benchmarks.md.
+
+python benchmarks/score_ragged.py [--plan "tile_pages=2;num_warps=4;programs_per_sm=2;pairs=0"] ...
+
+Every batch runs the shipped plan, and each --plan (tuning of launch_score_paged) beside it.
+"""
+
+import argparse
+
+import torch
+
+import fp4_inductor as fp4
+from fp4_inductor.bench import device_us
+from fp4_inductor.kernels.score import launch_score_paged
+
+DEVICE = torch.device("cuda")
+
+
+def ragged_case(seq_lens, next_n, heads=64, seed=0):
+    """A merged-page FP4 cache holding requests of ``seq_lens`` keys in permuted pages, next_n rows each."""
+    g = torch.Generator(device=DEVICE).manual_seed(seed)
+    requests = len(seq_lens)
+    pages_per_request = max(-(-s // 64) for s in seq_lens)
+    num_pages = requests * pages_per_request
+    _, cache = fp4.allocate_merged_cache(num_pages, page_bytes=8192, index_offset=1024, device=DEVICE)
+    keys = torch.randn(num_pages * 64, 128, device=DEVICE, generator=g, dtype=torch.bfloat16)
+    fp4.store_keys(keys, cache, torch.arange(keys.shape[0], device=DEVICE))
+    block_table = torch.randperm(num_pages, device=DEVICE, generator=g).view(requests, pages_per_request).int()
+    rows = requests * next_n
+    q = torch.randn(rows, heads, 128, device=DEVICE, generator=g, dtype=torch.bfloat16)
+    weights = torch.randn(rows, heads, device=DEVICE, generator=g) * heads**-0.5
+    query_starts, row_ends = fp4.decode_layout(torch.tensor(seq_lens, device=DEVICE, dtype=torch.int32),
+                                               torch.full((requests,), next_n, device=DEVICE, dtype=torch.int32), rows)
+    return (fp4.quantize_queries(q), cache, weights, block_table, query_starts, row_ends, next_n), pages_per_request * 64
+
+
+def batches():
+    g = torch.Generator().manual_seed(1)
+    uniform = lambda: [int(x) for x in torch.randint(1, 65537, (64,), generator=g)]  # noqa: E731
+    return {
+        "64 requests uniform in [1, 65536], next_n=2": (uniform(), 2),
+        "64 requests uniform in [1, 65536], next_n=1": (uniform(), 1),
+        "1 x 131072 + 63 x 1024, next_n=2": ([131072] + [1024] * 63, 2),
+        "8 x 32768, next_n=2": ([32768] * 8, 2),
+    }
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--plan", action="append", default=[], help="tuning, 'key=value;...' (ints)")
+    args = parser.parse_args()
+    plans = {"shipped": {}}
+    for plan in args.plan:
+        plans[plan] = {k: int(v) for k, v in (item.split("=") for item in plan.split(";"))}
+    table = []
+    for name, (seq_lens, next_n) in batches().items():
+        inputs, width = ragged_case(seq_lens, next_n)
+        query, *rest = inputs
+        reference = fp4.score_paged(query, *rest, backend="reference")
+        row_ends = inputs[5]
+        valid = torch.arange(width, device=DEVICE)[None, :] < row_ends[:, None]
+        out = torch.empty(row_ends.shape[0], width, device=DEVICE)
+        for plan, tuning in plans.items():
+            out.fill_(float("nan"))
+            launch = lambda: launch_score_paged(out, *query, *rest, **tuning)  # noqa: E731
+            launch()
+            error = ((out - reference).abs() / reference.abs().clamp_min(1e-3))[valid].max().item()
+            row = f"| {name} | {plan} | {device_us(launch):.1f} | {sum(seq_lens) / 1e6:.2f} M keys | max rel err {error:.1e} |"
+            print(row, flush=True)
+            table.append(row)
+    print("\n".join(["| batch | plan | us | keys | check |", "| --- | --- | --- | --- | --- |"] + table))
