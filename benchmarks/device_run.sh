@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call (at most 600 s): `tests` runs the GPU tests on a cold Inductor cache (about
+# One run on the GPU machine (at most 600 s): `tests` runs the GPU tests on a cold Inductor cache (about
 # 330-360 s on the H200 with 163 tests; says so when its time limit cuts the suite off);
 # `bench` the benchmark table (GPU times of CUDA-graph replays) with the AITER peer from
 # .peer/aiter. Logs go to $OUT.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call: the scorer's GPU tests (the whole suite: device_run.sh tests), graph-timed
+# One run on the GPU machine: the scorer's GPU tests (the whole suite: device_run.sh tests), graph-timed
 # scoring with the peer, and the scorer's kernel time as ncu reports it (no host, no graph).
 # Logs go to $OUT.
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1

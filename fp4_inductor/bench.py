@@ -33,7 +33,7 @@ def median_us(fn, rep_ms: int = 200) -> float:
 
 def device_us(fn, rep_ms: int = 100) -> float:
     """GPU time per call: ``fn`` captured in a CUDA graph and replayed (median). Eager calls of
-    the ops cost about 250 us of host time on the lent H200, more than several of the kernels,
+    the ops cost about 250 us of host time on the H200, more than several of the kernels,
     so eager medians would time the host."""
     import triton.testing
 

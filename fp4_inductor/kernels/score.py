@@ -17,8 +17,8 @@ per SM; with more (two-row blocks) 8 warps, one program per SM, two tiles per st
 
 E2M1 values times 2 are the integers {0, 1, 2, 3, 4, 6, 8, 12}. Within one
 key (and one query head) the four group scales usually differ by at most
-2**3, so each group is shifted left by its distance to the largest scale and
-the whole 128-element dot runs as one int8 x int8 -> int32 product: exact,
+2**3, so each group is shifted left by 3 minus its distance to the largest
+scale (``FOLD_LIMIT``; 12 << 3 = 96 still fits int8) and the whole 128-element dot runs as one int8 x int8 -> int32 product: exact,
 whatever the order of accumulation. The largest scales come back as one
 factor per key and one per column, and since ``relu(a * s) = s * relu(a)``
 for ``s > 0`` the per-column factor folds into the head weights:
@@ -26,7 +26,10 @@ for ``s > 0`` the per-column factor folds into the head weights:
     logit[j] = 2**(kmax[j] - 131) * sum_c w[c] 2**(qmax[c] - 131) * relu(acc[j, c])
 
 A key whose group scales span more than 2**3 (or a query that does) takes the
-exact slow path: one masked dot per group, each scaled in float32. By default
+exact slow path: one int8 dot per class of the key's group scales, each scaled in
+float32 (``fold_classes``, after the word-fed hot pass), or one masked dot per
+group (``exact_tile``: a query that does not fold, bf16 queries, caches without
+16-byte rows, the one-launch form). By default
 (``exact="fixup"``) that is a second launch: the hot pass scores every key on
 the folded path with no per-tile decision, and a key that does not fold keeps
 only its folding groups and marks its program; the exact pass then rewrites the
@@ -795,7 +798,8 @@ def launch_score_paged(
     """Launch the scorer; ``tuning`` (tile_pages, num_warps, num_stages, programs_per_sm, pairs,
     exact_split, maxnreg, max_columns, asm, exact) is for benchmarks/score_variants.py and is
     not part of the API. tile_pages and num_warps set the hot pass (and the shares); the exact
-    pass takes its own below 16 warps, and exact_split times the hot pass's programs
+    pass takes its own (after a word-fed hot pass below 16 warps, and always after a byte-fed
+    one), and exact_split times the hot pass's programs
     (``launch_forms``).
 
     ``q_scales=None``: ``q_payload`` holds unquantized queries float [rows, H, 128], scored as
