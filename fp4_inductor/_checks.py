@@ -28,11 +28,13 @@ def check_tensor(
     dtypes: Sequence[torch.dtype],
     shape: Sequence[int | None | str],
     device: torch.device | None = None,
+    device_of: str = "the cache",
 ) -> torch.Tensor:
     """Check type, dtype, rank and the fixed sizes of ``t``.
 
     ``shape`` holds an int for a fixed size and a name (str) or None for a free
-    one; the names only make the message read like the docstring.
+    one; the names only make the message read like the docstring. ``device_of`` names the
+    tensor whose device ``device`` is.
     """
     want = f"{_dtype_names(dtypes)} [{', '.join(str(s) for s in shape)}]"
     if not isinstance(t, torch.Tensor):
@@ -43,7 +45,7 @@ def check_tensor(
         if isinstance(expected, int) and size != expected:
             raise ValueError(f"{name}: expected {want}, got {describe(t)}")
     if device is not None and t.device != device:
-        raise ValueError(f"{name}: expected a tensor on {device} (where the cache is), got {describe(t)}")
+        raise ValueError(f"{name}: expected a tensor on {device} (where {device_of} is), got {describe(t)}")
     return t
 
 

@@ -83,6 +83,8 @@ def allocate_merged_cache(
     """
     check_int("num_pages", num_pages, minimum=1)
     check_int("index_offset", index_offset, minimum=0)
+    if index_offset % 16:
+        raise ValueError(f"index_offset: expected a multiple of 16, got {index_offset}")
     if page_bytes is None:
         page_bytes = index_offset + F.SECTION_BYTES
     check_int("page_bytes", page_bytes, minimum=index_offset + F.SECTION_BYTES)
@@ -150,7 +152,9 @@ def decode_layout_impl(
         global_ends = (seq_lens[request] - query_lens[request] + position + 1).clamp(min=0)
     row_ends = local_key_count(global_ends, dcp_rank, dcp_world_size, interleave)
     row_ends = torch.where(in_batch, row_ends, 0)
-    return query_starts.to(torch.int32), row_ends.to(torch.int32)
+    # With fewer rows than the requests ask for, the rows past num_rows do not exist: clamped,
+    # query_starts never sends a kernel past the last row.
+    return query_starts.clamp(max=num_rows).to(torch.int32), row_ends.to(torch.int32)
 
 
 def decode_tile_size(max_model_len: int, width: int, topk: int, heads: int) -> int:

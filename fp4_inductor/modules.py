@@ -18,8 +18,9 @@ import torch
 from torch import nn
 
 from . import formats as F
+from ._checks import INDEX_DTYPES, check_int, check_size, check_tensor
 from .layout import allocate_merged_cache, check_cache
-from .ops import decode_layout, quantize_queries, score_paged, select_topk, store_keys
+from .ops import BACKENDS, check_decode_step, decode_layout, quantize_queries, score_paged, select_topk, store_keys
 
 
 class IndexerProjections(nn.Module):
@@ -29,6 +30,7 @@ class IndexerProjections(nn.Module):
         super().__init__()
         if head_dim != F.HEAD_DIM:
             raise ValueError(f"head_dim: expected {F.HEAD_DIM}, got {head_dim}")
+        check_int("topk", topk, minimum=1)
         self.heads, self.head_dim, self.topk = heads, head_dim, topk
         self.softmax_scale = head_dim**-0.5 if softmax_scale is None else softmax_scale
         factory = dict(device=device, dtype=dtype)
@@ -123,6 +125,10 @@ class FP4Indexer(IndexerProjections):
         super().__init__(hidden_size, q_lora_rank, heads, head_dim, topk, softmax_scale, device, dtype)
         if query_precision not in ("fp4", "bf16"):
             raise ValueError(f"query_precision: expected 'fp4' or 'bf16', got {query_precision!r}")
+        if heads not in F.QUERY_HEADS:
+            raise ValueError(f"heads: expected one of {F.QUERY_HEADS} (the FP4 query layout), got {heads}")
+        if backend is not None and backend not in BACKENDS:
+            raise ValueError(f"backend: expected None or one of {BACKENDS}, got {backend!r}")
         self.backend = backend
         self.query_precision = query_precision
         if index_cache is None:
@@ -151,8 +157,12 @@ class FP4Indexer(IndexerProjections):
 
     def forward(self, x, q_lora, slots, block_table, seq_lens, query_lens, max_query_len: int):
         q, k, w = self.project(x, q_lora)
-        store_keys(k, self.index_cache, slots, backend=self.backend)
         query_starts, row_ends = decode_layout(seq_lens, query_lens, q.shape[0])
+        # Every input checked before this step's keys are written.
+        check_tensor("block_table", block_table, dtypes=INDEX_DTYPES, shape=("requests", "pages_per_request"))
+        check_size("block_table", block_table, 0, query_lens.shape[0], "one row per request, from query_lens")
+        check_decode_step(k, self.index_cache, slots, q, w, block_table, query_starts, row_ends, max_query_len)
+        store_keys(k, self.index_cache, slots, backend=self.backend)
         # "bf16": the higher-recall mode, same FP4 keys, queries not quantized.
         query = quantize_queries(q, backend=self.backend) if self.query_precision == "fp4" else q
         logits = score_paged(query, self.index_cache, w, block_table, query_starts, row_ends, max_query_len,
@@ -173,11 +183,9 @@ def swap_indexers(
     if predicate is None:
         predicate = lambda name, module: isinstance(module, ReferenceIndexer)  # noqa: E731
     targets = [(name, module) for name, module in model.named_modules() if name and predicate(name, module)]
-    swapped = []
-    for name, module in targets:
+    # Every replacement is built before the first is put in, so a failure leaves the model as it was.
+    swapped = [(name, FP4Indexer.from_reference(module, **fp4_kwargs)) for name, module in targets]
+    for name, new in swapped:
         parent_name, _, child = name.rpartition(".")
-        parent = model.get_submodule(parent_name)
-        new = FP4Indexer.from_reference(module, **fp4_kwargs)
-        setattr(parent, child, new)
-        swapped.append((name, new))
+        setattr(model.get_submodule(parent_name), child, new)
     return swapped

@@ -112,6 +112,14 @@ def _check_score(
     shape = (rows, 1, F.GROUPS, F.QUERY_SCALE_LANES, F.QUERY_SCALE_SLOTS)
     check_tensor("query[1] (scales)", q_scales, dtypes=(torch.uint8,), shape=shape, device=dev)
     _check_score_layout(rows, heads, weights, block_table, query_starts, row_ends, max_query_len, dev)
+    _check_cache_has_pages(cache, block_table)
+
+
+def _check_cache_has_pages(cache: Tensor, block_table: Tensor) -> None:
+    """A block table with entries needs a cache with pages (its entries' values stay on the device)."""
+    if cache.shape[0] == 0 and block_table.numel() > 0:
+        raise ValueError(f"cache: expected at least one page for block_table {describe(block_table)}, "
+                         f"got {describe(cache)}")
 
 
 def _check_score_bf16(
@@ -123,6 +131,7 @@ def _check_score_bf16(
     if q.shape[1] not in F.QUERY_HEADS:
         raise ValueError(f"query: expected {F.QUERY_HEADS} heads, got {describe(q)}")
     _check_score_layout(*q.shape[:2], weights, block_table, query_starts, row_ends, max_query_len, cache.device)
+    _check_cache_has_pages(cache, block_table)
 
 
 def _check_score_layout(rows, heads, weights, block_table, query_starts, row_ends, max_query_len, dev) -> None:
@@ -134,6 +143,14 @@ def _check_score_layout(rows, heads, weights, block_table, query_starts, row_end
     check_int("max_query_len", max_query_len, minimum=1)
 
 
+def check_decode_step(keys, cache, slots, query, weights, block_table, query_starts, row_ends, max_query_len) -> None:
+    """Everything that ``store_keys`` and ``score_paged`` check, for a step that stores its keys and
+    then scores (``query``: unquantized [rows, H, 128]), so that bad input raises before the cache
+    is written."""
+    _check_store_keys(keys, cache, slots)
+    _check_score_bf16(query, cache, weights, block_table, query_starts, row_ends, max_query_len)
+
+
 def _logits_shape(rows: int, block_table: Tensor) -> tuple[int, int]:
     """The scorer's output: [rows, pages_per_request * 64]."""
     return rows, block_table.shape[1] * F.PAGE_TOKENS
@@ -141,7 +158,8 @@ def _logits_shape(rows: int, block_table: Tensor) -> tuple[int, int]:
 
 def _check_topk(logits: Tensor, row_ends: Tensor, k: int) -> None:
     check_tensor("logits", logits, dtypes=(torch.float32,), shape=("rows", "width"))
-    check_tensor("row_ends", row_ends, dtypes=INDEX_DTYPES, shape=(logits.shape[0],), device=logits.device)
+    check_tensor("row_ends", row_ends, dtypes=INDEX_DTYPES, shape=(logits.shape[0],), device=logits.device,
+                 device_of="logits")
     check_int("k", k, minimum=1)
 
 
@@ -236,10 +254,8 @@ def _score_paged_out(
     max_query_len: int,
     backend: Optional[str] = None,
 ) -> None:
-    check_tensor("out", out, dtypes=(torch.float32,), shape=_logits_shape(q_payload.shape[0], block_table))
-    if out.stride(1) != 1:
-        raise ValueError(f"out: expected unit stride along keys, got strides {out.stride()}")
     _check_score(q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len)
+    _check_score_out(out, q_payload, cache, block_table)
     which = resolve_backend(backend, cache.device, "score_paged", offers_aiter=True)
     _score_into(out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len, which)
 
@@ -249,6 +265,14 @@ def _score_paged_out_fake(
     out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len, backend=None
 ) -> None:
     _check_score(q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len)
+    _check_score_out(out, q_payload, cache, block_table)
+
+
+def _check_score_out(out: Tensor, q_payload: Tensor, cache: Tensor, block_table: Tensor) -> None:
+    check_tensor("out", out, dtypes=(torch.float32,), shape=_logits_shape(q_payload.shape[0], block_table),
+                 device=cache.device)
+    if out.stride(1) != 1:
+        raise ValueError(f"out: expected unit stride along keys, got strides {out.stride()}")
 
 
 @triton_op("fp4::score_paged", mutates_args=())
@@ -445,7 +469,8 @@ def decode_layout(
     num_rows: Python int, rows scored (graph padding included).
     Returns (query_starts int32 [requests + 1], row_ends int32 [num_rows]): row ``p`` of
     request ``i`` sees global keys ``[0, seq_lens[i] - query_lens[i] + p + 1)``; with DCP,
-    ``row_ends`` counts those local to ``dcp_rank``; padding rows get 0.
+    ``row_ends`` counts those local to ``dcp_rank``; padding rows get 0. Rows that the requests
+    ask for past ``num_rows`` are dropped (``query_starts`` is clamped to ``num_rows``).
     """
     check_layout_args(num_rows, dcp_rank, dcp_world_size, interleave)
     check_lengths(seq_lens, query_lens)

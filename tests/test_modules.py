@@ -146,3 +146,46 @@ def test_reference_padding_rows_never_undo_a_real_write():
     with torch.no_grad():  # no valid row at all: nothing changes
         ref(x, q_lora, torch.full((4,), -1), torch.tensor([[0, 1]], dtype=torch.int32), torch.tensor([6]), torch.tensor([0]), 1)
     assert torch.equal(ref.key_cache, untouched)
+
+
+def test_fp4_indexer_checks_every_input_before_writing_its_cache(gen):
+    """A bad step input raises before this step's keys are stored: the cache is unchanged."""
+    model = TinyModel(layers=1)
+    swap_indexers(model)
+    indexer = model.layers[0]["indexer"]
+    x, q_lora, slots, block_table, seq_lens, query_lens, max_query_len = decode_inputs(gen)
+    before = indexer.index_cache.clone()
+    bad = [
+        (dict(max_query_len=0), ValueError, "max_query_len: expected an int >= 1"),
+        (dict(block_table=block_table.float()), ValueError, "block_table: expected int32 or int64"),
+        (dict(block_table=block_table[:2]), ValueError, "block_table: expected 3 along dim 0 .*from query_lens"),
+        (dict(seq_lens=seq_lens.float()), ValueError, "seq_lens"),
+        (dict(slots=slots[:-1]), ValueError, "slots: expected 7 along dim 0"),
+    ]
+    good = dict(slots=slots, block_table=block_table, seq_lens=seq_lens, query_lens=query_lens,
+                max_query_len=max_query_len)
+    for change, error, match in bad:
+        args = {**good, **change}
+        with pytest.raises(error, match=match):
+            indexer(x, q_lora, args["slots"], args["block_table"], args["seq_lens"], args["query_lens"],
+                    args["max_query_len"])
+        assert torch.equal(indexer.index_cache, before), change
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [(dict(heads=24), "heads: expected one of \\(16, 32, 64\\)"), (dict(topk=0), "topk: expected an int >= 1"),
+     (dict(backend="gpu"), "backend: expected None or one of")],
+)
+def test_fp4_indexer_rejects_bad_configuration(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        FP4Indexer(96, 48, num_pages=4, dtype=torch.float32, **{"heads": 16, **kwargs})
+
+
+def test_swap_indexers_leaves_the_model_whole_when_one_swap_fails():
+    model = TinyModel(layers=2)
+    before = [(name, type(module)) for name, module in model.named_modules()]
+    # The predicate also takes an MLP, which has no indexer weights: nothing is swapped.
+    with pytest.raises(AttributeError):
+        swap_indexers(model, predicate=lambda name, module: name.endswith("indexer") or name == "layers.1.mlp")
+    assert [(name, type(module)) for name, module in model.named_modules()] == before

@@ -115,6 +115,7 @@ def test_score_rejects_bad_input(gen):
         (dict(block_table=case["block_table"].float()), "block_table: expected int32 or int64"),
         (dict(max_query_len=0), "max_query_len: expected an int >= 1"),
         (dict(cache=case["buffer"]), "cache: expected uint8 \\[pages, 64, 68\\]"),
+        (dict(cache=case["cache"][:0]), "cache: expected at least one page for block_table"),
     ]
     for change, match in bad:
         with pytest.raises((ValueError, TypeError), match=match):
@@ -124,3 +125,90 @@ def test_score_rejects_bad_input(gen):
 def test_quantize_queries_rejects_heads():
     with pytest.raises(ValueError, match="q: expected \\(16, 32, 64\\) heads, got float32 \\[2, 48, 128\\]"):
         fp4.quantize_queries(torch.zeros(2, 48, 128))
+
+
+def test_score_out_on_another_device_is_rejected(gen):
+    case = scoring_case(gen, "cpu", query_lens=[1, 2], seq_lens=[70, 10], heads=16)
+    query = fp4.quantize_queries(case["q"])
+    out = torch.empty(5, case["block_table"].shape[1] * 64, device="meta")
+    with pytest.raises(ValueError, match="out: expected a tensor on cpu \\(where the cache is\\)"):
+        fp4.score_paged(query, case["cache"], case["weights"], case["block_table"], case["query_starts"],
+                        case["row_ends"], 2, out=out)
+
+
+def strided(t, device):
+    """``t`` on ``device`` as every other entry of a tensor twice as long (stride 2)."""
+    return torch.stack([t, torch.zeros_like(t)], 1).to(device)[:, 0]
+
+
+def test_index_tensors_with_any_strides(backend_device, gen):
+    """slots, query_starts and row_ends may be slices or expanded views (the kernels read them at
+    ptr + i, so the launchers make them contiguous first): results equal the contiguous call's."""
+    backend, device = backend_device
+    buffer, cache = merged_cache(4, "cpu", gen=gen)
+    buffer = buffer.to(device)
+    cache = fp4.index_section(buffer, 1024)
+    expected_buffer = buffer.clone()
+    expected_cache = fp4.index_section(expected_buffer, 1024)
+    keys = random_keys(6, gen).to(device)
+    slots = torch.randperm(4 * 64, generator=gen)[:6]
+    fp4.store_keys(keys, cache, strided(slots, device), backend=backend)
+    fp4.store_keys(keys, expected_cache, slots.to(device), backend="reference")
+    assert torch.equal(buffer.cpu(), expected_buffer.cpu())
+    # One slot for every row (an expanded view, stride 0), all rows the same key.
+    same = random_keys(1, gen).repeat(5, 1).to(device)
+    fp4.store_keys(same, cache, torch.tensor([77], device=device).expand(5), backend=backend)
+    fp4.store_keys(same[:1], expected_cache, torch.tensor([77], device=device), backend="reference")
+    assert torch.equal(buffer.cpu(), expected_buffer.cpu())
+
+    case = scoring_case(gen, device, query_lens=[2, 1, 3], seq_lens=[150, 64, 200], heads=16)
+    query = fp4.quantize_queries(case["q"], backend=backend)
+    args = (query, case["cache"], case["weights"], case["block_table"])
+    want = fp4.score_paged(*args, case["query_starts"], case["row_ends"], 3, backend=backend)
+    got = fp4.score_paged(*args, strided(case["query_starts"], device), strided(case["row_ends"], device), 3,
+                          backend=backend)
+    valid = torch.arange(want.shape[1], device=device)[None, :] < case["row_ends"][:, None]
+    assert torch.equal(got[valid], want[valid])
+    want_v, want_i = fp4.select_topk(want, case["row_ends"], 20, sorted=True, backend=backend)
+    got_v, got_i = fp4.select_topk(want, strided(case["row_ends"], device), 20, sorted=True, backend=backend)
+    assert torch.equal(got_i, want_i) and torch.equal(got_v, want_v)
+
+
+def test_decode_layout_drops_rows_past_num_rows(gen):
+    """Requests asking for more rows than num_rows: query_starts is clamped, so the scorer never
+    goes past the last row (it read and wrote out of bounds before)."""
+    query_starts, row_ends = fp4.decode_layout(torch.tensor([100, 90, 80]), torch.tensor([2, 2, 2]), 3)
+    assert query_starts.tolist() == [0, 2, 3, 3]
+    assert row_ends.tolist() == [99, 100, 89]
+
+
+def test_huge_max_query_len_is_cut_to_the_rows(backend_device, gen, monkeypatch):
+    """max_query_len only sizes the launch: a hint far above the rows there are launches no more
+    row blocks than rows (CUDA caps grid dimension 1 at 65535; the interpreter would run them
+    all), and gives the same logits."""
+    backend, device = backend_device
+    if backend != "triton":
+        pytest.skip("the launch shape is the Triton kernel's")
+    from fp4_inductor.kernels import score
+
+    case = scoring_case(gen, device, query_lens=[2, 1], seq_lens=[150, 64], heads=16)
+    rows = case["q"].shape[0]
+    query = fp4.quantize_queries(case["q"], backend=backend)
+    args = (query, case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"])
+    want = fp4.score_paged(*args, 2, backend=backend)
+    real = score.wrap_triton
+
+    def checked(kernel):
+        launcher = real(kernel)
+
+        class Grid:
+            def __getitem__(self, grid):
+                assert grid[1] <= rows, f"{grid[1]} row blocks for {rows} rows"
+                return launcher[grid]
+
+        return Grid()
+
+    monkeypatch.setattr(score, "wrap_triton", checked)
+    got = fp4.score_paged(*args, 100_000, backend=backend)
+    valid = torch.arange(want.shape[1], device=device)[None, :] < case["row_ends"][:, None]
+    assert torch.equal(got[valid], want[valid])

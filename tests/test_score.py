@@ -117,6 +117,26 @@ def test_score_functional_matches_out_variant(backend_device, gen):
     assert torch.equal(a[valid], b[valid])
 
 
+def test_rows_longer_than_the_block_table(backend_device, gen):
+    """row_ends past the block table's width (a context longer than the pages given): the keys
+    end at the width, as in the reference; nothing is read past a request's block-table row and
+    nothing is written past an output row (the rows after ``out`` stay untouched)."""
+    backend, device = backend_device
+    case = scoring_case(gen, device, heads=16, query_lens=[2, 1, 3], seq_lens=[200, 64, 330], pages_per_request=3)
+    width = case["block_table"].shape[1] * 64
+    assert case["row_ends"].max() > width  # the case is what it says
+    query = fp4.quantize_queries(case["q"], backend=backend)
+    rows = case["q"].shape[0]
+    sheet = torch.full((rows + 4, width), float("nan"), device=device)
+    fp4.score_paged(query, case["cache"], case["weights"], case["block_table"], case["query_starts"],
+                    case["row_ends"], 3, backend=backend, out=sheet[:rows])
+    want = fp4.score_paged(query, case["cache"], case["weights"], case["block_table"], case["query_starts"],
+                           case["row_ends"].clamp(max=width), 3, backend="reference")
+    valid = reference.valid_region(case["query_starts"], case["row_ends"], width)
+    torch.testing.assert_close(sheet[:rows][valid], want[valid], rtol=1e-5, atol=1e-6)
+    assert sheet[:rows][~valid].isnan().all() and sheet[rows:].isnan().all()
+
+
 def test_score_is_deterministic(backend_device, gen):
     backend, device = backend_device
     case = scoring_case(gen, device, **CASES["ragged"])

@@ -155,6 +155,9 @@ def _word_aligned(keys: torch.Tensor) -> bool:
 
 
 def launch_store_keys(keys: torch.Tensor, cache: torch.Tensor, slots: torch.Tensor, **tuning) -> None:
+    # The kernel reads slot i at slots_ptr + i: any strides (a slice, an expanded tensor) become
+    # a copy here, a no-op for the usual contiguous slots.
+    slots = slots.contiguous()
     n = keys.shape[0]
     if n == 0 or cache.shape[0] == 0:
         return

@@ -418,7 +418,7 @@ def score_request(
     request, share_begin, share_end, fewest,
     out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride,
     weights_ptr, weights_stride, weights_head_stride,
-    block_table_ptr, block_table_stride, block_table_page_stride, query_starts_ptr, row_ends_ptr,
+    block_table_ptr, block_table_stride, block_table_page_stride, query_starts_ptr, row_ends_ptr, width,
     HEADS: tl.constexpr, ROWS: tl.constexpr, TILE_PAGES: tl.constexpr, ASM: tl.constexpr, QUERY_FLOAT: tl.constexpr,
     DOT_DTYPE: tl.constexpr, MODE: tl.constexpr, WORDS: tl.constexpr, WARPS: tl.constexpr, PAIRS: tl.constexpr,
 ):
@@ -434,7 +434,8 @@ def score_request(
         first_row = request_start + row_block * ROWS
         rows_here = request_rows - row_block * ROWS
         rr = tl.arange(0, ROWS)
-        row_ends = tl.load(row_ends_ptr + first_row + rr, mask=rr < rows_here, other=0)
+        # A row's keys end at the block table's width (a longer row_ends reads and writes no further).
+        row_ends = tl.minimum(tl.load(row_ends_ptr + first_row + rr, mask=rr < rows_here, other=0), width)
         # Only the pages that the longest row of this block needs are read.
         pages_needed = tl.cdiv(tl.max(row_ends, axis=0), 64)
         page_begin = share_begin
@@ -611,9 +612,11 @@ def score_request(
 
 
 @triton.jit
-def request_units(query_starts_ptr, row_ends_ptr, first, requests, UNIT_PAGES: tl.constexpr, CHUNK: tl.constexpr):
+def request_units(query_starts_ptr, row_ends_ptr, first, requests, width, UNIT_PAGES: tl.constexpr,
+                  CHUNK: tl.constexpr):
     """int32 [CHUNK]: of requests first .. first + CHUNK - 1 (0 past the last), the pages that
-    each one's longest row needs, in whole units of UNIT_PAGES pages."""
+    each one's longest row needs (its keys cut to ``width``, the block table's), in whole units
+    of UNIT_PAGES pages."""
     request = first + tl.arange(0, CHUNK)
     inside = request < requests
     start = tl.load(query_starts_ptr + request, mask=inside, other=0).to(tl.int32)
@@ -621,7 +624,7 @@ def request_units(query_starts_ptr, row_ends_ptr, first, requests, UNIT_PAGES: t
     longest = tl.zeros((CHUNK,), dtype=tl.int32)
     for i in range(0, tl.max(rows, axis=0)):
         longest = tl.maximum(longest, tl.load(row_ends_ptr + start + i, mask=i < rows, other=0).to(tl.int32))
-    return tl.cdiv(longest, 64 * UNIT_PAGES)
+    return tl.cdiv(tl.minimum(longest, width), 64 * UNIT_PAGES)
 
 
 @triton.jit
@@ -641,6 +644,7 @@ def score_paged_kernel(
     query_starts_ptr,
     row_ends_ptr,
     requests,
+    width,
     flags_ptr,
     HEADS: tl.constexpr,
     ROWS: tl.constexpr,
@@ -677,7 +681,7 @@ def score_paged_kernel(
     # programs, short ones share a program; no program waits for the longest request.
     seen = tl.zeros((CHUNK,), dtype=tl.int32)
     for first in range(0, requests, CHUNK):
-        seen += request_units(query_starts_ptr, row_ends_ptr, first, requests, SHARE_PAGES, CHUNK)
+        seen += request_units(query_starts_ptr, row_ends_ptr, first, requests, width, SHARE_PAGES, CHUNK)
     total = tl.sum(seen, axis=0).to(tl.int64)
     begin = (tl.program_id(0) * total // tl.num_programs(0)).to(tl.int32)
     end = ((tl.program_id(0) + 1) * total // tl.num_programs(0)).to(tl.int32)
@@ -686,7 +690,7 @@ def score_paged_kernel(
     before = tl.zeros((CHUNK,), dtype=tl.int32)  # summed: the requests wholly before the share
     before_units = tl.zeros((CHUNK,), dtype=tl.int32)  # summed: their units
     for first in range(0, requests, CHUNK):
-        units = request_units(query_starts_ptr, row_ends_ptr, first, requests, SHARE_PAGES, CHUNK)
+        units = request_units(query_starts_ptr, row_ends_ptr, first, requests, width, SHARE_PAGES, CHUNK)
         ends = tl.sum(seen, axis=0) + tl.cumsum(units, axis=0)
         done = (ends <= begin) & (first + tl.arange(0, CHUNK) < requests)
         before += done.to(tl.int32)
@@ -699,11 +703,13 @@ def score_paged_kernel(
         longest = 0
         for i in range(0, tl.load(query_starts_ptr + request + 1) - start):
             longest = tl.maximum(longest, tl.load(row_ends_ptr + start + i).to(tl.int32))
+        longest = tl.minimum(longest, width)
         fewest = score_request(
             request, tl.maximum(begin * SHARE_PAGES - first_page, 0), end * SHARE_PAGES - first_page, fewest,
             out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, weights_ptr, weights_stride,
             weights_head_stride, block_table_ptr, block_table_stride, block_table_page_stride,
-            query_starts_ptr, row_ends_ptr, HEADS, ROWS, TILE_PAGES, ASM, QUERY_FLOAT, DOT_DTYPE, MODE, WORDS, WARPS, PAIRS)
+            query_starts_ptr, row_ends_ptr, width, HEADS, ROWS, TILE_PAGES, ASM, QUERY_FLOAT, DOT_DTYPE, MODE, WORDS,
+            WARPS, PAIRS)
         first_page += tl.cdiv(longest, 64 * SHARE_PAGES) * SHARE_PAGES
         request += 1
     if MODE == 1:
@@ -808,6 +814,10 @@ def launch_score_paged(
     requests, pages_per_request = block_table.shape
     if rows == 0 or requests == 0 or pages_per_request == 0:
         return
+    # The kernel reads entry i at ptr + i; other strides become a copy (a no-op when contiguous).
+    query_starts, row_ends = query_starts.contiguous(), row_ends.contiguous()
+    # A request has at most ``rows`` rows: a larger hint would only widen the launch.
+    max_query_len = min(max_query_len, rows)
     query_float = q_scales is None
     gpu = cache.device.type == "cuda"
     if query_float:
@@ -847,7 +857,8 @@ def launch_score_paged(
     for form in forms:
         wrap_triton(score_paged_kernel)[(grid[0] * form["SPLIT"], grid[1])](
             out, out.stride(0), q_payload, q_scales, cache, cache.stride(0), weights, weights.stride(0), weights.stride(1),
-            block_table, block_table.stride(0), block_table.stride(1), query_starts, row_ends, requests, flags,
+            block_table, block_table.stride(0), block_table.stride(1), query_starts, row_ends, requests,
+            pages_per_request * 64, flags,
             HEADS=heads, ROWS=rows_per_block, QUERY_FLOAT=query_float, DOT_DTYPE=tl.bfloat16 if gpu else tl.float32,
             CHUNK=SCHEDULE_CHUNK, **form,
             num_warps=form["WARPS"],

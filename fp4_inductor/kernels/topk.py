@@ -369,6 +369,7 @@ def launch_select_topk(
     """
     rows, width = logits.shape
     device = logits.device
+    row_ends = row_ends.contiguous()  # the kernel reads entry r at row_ends_ptr + r
     values = torch.empty((rows, k), dtype=torch.float32, device=device)
     indices = torch.empty((rows, k), dtype=torch.int32, device=device)
     if rows == 0:
