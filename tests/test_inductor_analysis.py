@@ -1,0 +1,95 @@
+"""What Inductor's analysis of each Triton kernel (as the launchers make it for a GPU) says the
+kernel writes. Inductor reads a user kernel's Triton IR to find the tensors it writes; where it
+cannot (an inline asm not declared pure), it takes every tensor argument as written: a compiled
+step then counts its cache, block table and weights as mutated inputs, which makes
+``mode="reduce-overhead"`` skip its CUDA graph. The analysis needs a target, not a GPU: it runs
+here in a fresh process (without the interpreter) against an sm_90 target."""
+
+import json
+import os
+import subprocess
+import sys
+
+_ANALYSE = """
+import inspect, json, sys
+import torch, triton
+from triton.backends.compiler import GPUTarget
+
+class Target:  # no GPU here: the analysis only needs a target to make the kernel's Triton IR
+    def get_current_target(self):
+        return GPUTarget("cuda", 90, 32)
+    def __getattr__(self, name):
+        raise AttributeError(name)
+
+triton.runtime.driver.set_active(Target())
+from torch._higher_order_ops import triton_kernel_wrap as wrap
+import fp4_inductor as fp4
+from fp4_inductor.kernels import quantize, score, topk
+
+launches = []
+
+def capture(kernel):  # the launcher's arguments, not launched
+    class Grid:
+        def __getitem__(self, grid):
+            def call(*args, **kwargs):
+                names = list(inspect.signature(kernel.fn).parameters)
+                named = dict(zip(names, args))
+                named.update({k: v for k, v in kwargs.items() if k not in ("num_warps", "num_stages", "maxnreg")})
+                launches.append((kernel, named))
+            return call
+    return Grid()
+
+for module in (quantize, score, topk):
+    module.wrap_triton = capture
+
+def writes(kernel, named):
+    if hasattr(wrap, "identify_accessed_tensors"):
+        return sorted(d.name for d in wrap.identify_accessed_tensors(kernel, named, {}).read_writes.writes)
+    return sorted(wrap.identify_mutated_tensors(kernel, named, {}))
+
+_, cache = fp4.allocate_merged_cache(8, page_bytes=8192, index_offset=1024)
+fp4.kernels.quantize.launch_store_keys(torch.randn(6, 128, dtype=torch.bfloat16), cache, torch.arange(6))
+fp4.kernels.quantize.launch_quantize_queries(torch.randn(4, 64, 128, dtype=torch.bfloat16))
+block_table = torch.arange(8, dtype=torch.int32).view(2, 4)
+for next_n in (1, 2):
+    rows = 2 * next_n
+    query_starts = torch.tensor([0, next_n, rows], dtype=torch.int32)
+    row_ends = torch.full((rows,), 200, dtype=torch.int32)
+    weights = torch.randn(rows, 64)
+    payload = torch.zeros(rows, 64, 64, dtype=torch.uint8)
+    scales = torch.zeros(rows, 1, 4, 16, 4, dtype=torch.uint8)
+    out = torch.empty(rows, 256)
+    for exact in ("fixup", "inline"):
+        score.launch_score_paged(out, payload, scales, cache, weights, block_table, query_starts, row_ends, next_n,
+                                 asm=True, exact=exact)
+    score.launch_score_paged(out, torch.randn(rows, 64, 128), None, cache, weights, block_table, query_starts,
+                             row_ends, next_n, asm=True)
+topk.launch_select_topk(torch.randn(4, 40000), torch.full((4,), 40000, dtype=torch.int32), 2048, False)
+result = []
+for kernel, named in launches:
+    form = {k: v for k, v in named.items() if k.isupper() and k != "DOT_DTYPE"}
+    result.append([kernel.fn.__name__, json.dumps(form, sort_keys=True, default=str), writes(kernel, named)])
+print(json.dumps(result))
+"""
+
+EXPECTED = {
+    "store_keys_kernel": ["cache_ptr"],
+    "quantize_queries_kernel": ["payload_ptr", "scales_ptr"],
+    "score_paged_kernel": ["flags_ptr", "out_ptr"],
+    "topk_segment_kernel": ["out_indices_ptr", "out_values_ptr", "scratch_ptr"],
+}
+
+
+def test_inductor_sees_each_kernel_write_its_outputs_only():
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    run = subprocess.run([sys.executable, "-c", _ANALYSE], capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    launches = json.loads(run.stdout.splitlines()[-1])
+    names = {name for name, _, _ in launches}
+    assert names == set(EXPECTED), names
+    assert sum(name == "score_paged_kernel" for name, _, _ in launches) >= 8  # hot and exact passes, every mode
+    wrong = [(name, form, written) for name, form, written in launches
+             if written != EXPECTED[name] and not (name == "score_paged_kernel" and written == ["out_ptr"])]
+    assert not wrong, wrong
