@@ -5,8 +5,15 @@ See README.md and docs/ for the layouts and the contract of every op.
 
 from .layout import allocate_merged_cache, cache_views, decode_tile_size, index_section
 from .modules import FP4Indexer, ReferenceIndexer, swap_indexers
-from .ops import decode_layout, quantize_queries, score_paged, select_topk, store_keys
-from .reference import dequantize_pages, dequantize_queries
+from .ops import (
+    decode_layout,
+    dequantize_pages,
+    dequantize_queries,
+    quantize_queries,
+    score_paged,
+    select_topk,
+    store_keys,
+)
 
 __all__ = [
     "FP4Indexer",

@@ -38,6 +38,14 @@ def aiter_available() -> bool:
     return aiter.available()
 
 
+def check_backend(backend: object) -> None:
+    """``backend`` is None or one of BACKENDS."""
+    if backend is not None and not isinstance(backend, str):
+        raise TypeError(f"backend: expected None or one of {BACKENDS}, got {describe(backend)}")
+    if backend is not None and backend not in BACKENDS:
+        raise ValueError(f"backend: expected None or one of {BACKENDS}, got {backend!r}")
+
+
 def resolve_backend(backend: Optional[str], device: torch.device, op: str, offers_aiter: bool = False) -> str:
     """The backend that runs ``op`` for tensors on ``device``.
 
@@ -45,8 +53,7 @@ def resolve_backend(backend: Optional[str], device: torch.device, op: str, offer
     (scoring only), any other GPU -> "triton", CPU -> "reference". Asking for a
     backend that cannot run here raises.
     """
-    if backend is not None and backend not in BACKENDS:
-        raise ValueError(f"backend: expected None or one of {BACKENDS}, got {backend!r}")
+    check_backend(backend)
     if backend is None:
         if device.type != "cuda":
             return "reference"
@@ -382,6 +389,7 @@ def store_keys(keys: Tensor, cache: Tensor, slots: Tensor, *, backend: Optional[
     Invalid shapes, dtypes, strides or devices raise before any byte is written.
     """
     _check_store_keys(keys, cache, slots)
+    check_backend(backend)
     torch.ops.fp4.store_keys(keys, cache, slots, backend)
 
 
@@ -389,6 +397,7 @@ def quantize_queries(q: Tensor, *, backend: Optional[str] = None) -> tuple[Tenso
     """q: float [rows, H, 128], H in {16, 32, 64} -> (payload uint8 [rows, H, 64],
     scales uint8 [rows, 1, 4, 16, 4] in AITER's pre-shuffled order)."""
     _check_queries(q)
+    check_backend(backend)
     return torch.ops.fp4.quantize_queries(q, backend)
 
 
@@ -422,6 +431,7 @@ def score_paged(
     below ``query_starts[-1]`` is the result; the rest is unspecified (the reference
     writes -inf there, the kernels leave it alone).
     """
+    check_backend(backend)
     if isinstance(query, Tensor) and query.is_floating_point():
         _check_score_bf16(query, cache, weights, block_table, query_starts, row_ends, max_query_len)
         if out is not None:
@@ -451,6 +461,7 @@ def select_topk(
     _check_topk(logits, row_ends, k)
     if not isinstance(sorted, bool):
         raise TypeError(f"sorted: expected a bool, got {describe(sorted)}")
+    check_backend(backend)
     return torch.ops.fp4.select_topk(logits, row_ends, k, sorted, backend)
 
 
@@ -475,3 +486,33 @@ def decode_layout(
     check_layout_args(num_rows, dcp_rank, dcp_world_size, interleave)
     check_lengths(seq_lens, query_lens)
     return torch.ops.fp4.decode_layout(seq_lens, query_lens, num_rows, dcp_rank, dcp_world_size, interleave)
+
+
+def _check_float_dtype(dtype: object) -> None:
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype: expected a floating torch.dtype, got {dtype!r}")
+
+
+def dequantize_pages(cache: Tensor, pages: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
+    """The keys of cache pages ``pages`` (int, any shape, values in ``[0, cache pages)``),
+    dequantized: ``dtype`` [..., 64, 128]. For checks and tests; not on a decode path."""
+    check_cache(cache)
+    if not isinstance(pages, Tensor) or pages.dtype not in INDEX_DTYPES:
+        raise (TypeError if not isinstance(pages, Tensor) else ValueError)(
+            f"pages: expected an int32 or int64 tensor of page ids, got {describe(pages)}")
+    if pages.device != cache.device:
+        raise ValueError(f"pages: expected a tensor on {cache.device} (where the cache is), got {describe(pages)}")
+    _check_float_dtype(dtype)
+    return reference.dequantize_pages(cache, pages, dtype)
+
+
+def dequantize_queries(payload: Tensor, scales: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
+    """``quantize_queries``' (payload uint8 [rows, H, 64], scales uint8 [rows, 1, 4, 16, 4]) back
+    to ``dtype`` [rows, H, 128]."""
+    check_tensor("payload", payload, dtypes=(torch.uint8,), shape=("rows", "heads", F.PAYLOAD_BYTES))
+    if payload.shape[1] not in F.QUERY_HEADS:
+        raise ValueError(f"payload: expected {F.QUERY_HEADS} heads, got {describe(payload)}")
+    shape = (payload.shape[0], 1, F.GROUPS, F.QUERY_SCALE_LANES, F.QUERY_SCALE_SLOTS)
+    check_tensor("scales", scales, dtypes=(torch.uint8,), shape=shape, device=payload.device, device_of="payload")
+    _check_float_dtype(dtype)
+    return reference.dequantize_queries(payload, scales, dtype)

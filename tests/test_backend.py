@@ -67,11 +67,11 @@ def step(gen, device, seq_lens, query_lens, rows=8):
 SCHEDULE = [([70, 200, 130], [2, 1, 3]), ([72, 201, 133], [2, 1, 5]), ([75, 203, 134], [3, 2, 1])]
 
 
-def models(device):
+def models(device, **fp4_kwargs):
     torch.manual_seed(0)
     reference = DecodeModel(device)
     fp4_model = copy.deepcopy(reference)
-    swap_indexers(fp4_model)
+    swap_indexers(fp4_model, **fp4_kwargs)
     for model in (reference, fp4_model):
         fill_history(model, torch.Generator().manual_seed(7), device)
     return reference, fp4_model

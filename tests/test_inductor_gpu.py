@@ -1,6 +1,7 @@
 """On a GPU: Inductor emits the FP4 Triton kernels into its own code, with no host sync, no call
 back into the reference and no copy of the cache."""
 
+import copy
 import re
 
 import pytest
@@ -147,3 +148,22 @@ def test_reduce_overhead_decode_loop_equals_eager():
     # The steps ran from captured graphs: Inductor skips the graph (and says so only in a log)
     # when it takes an input as mutated, e.g. where it cannot analyse a kernel's writes.
     assert counters["inductor"]["cudagraph_skips"] == 0, dict(counters["inductor"])
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_bf16_query_mode_compiles(dynamic):
+    """The higher-recall mode (FP4 keys, bf16 queries) compiled: its scorer is the byte-fed PTX
+    builder's form, whose operand layout needs 16-byte alignment that Inductor's code must
+    carry; each step equals the eager module's."""
+    from test_backend import SCHEDULE, models, step
+
+    _, fp4_model = models("cuda", query_precision="bf16")
+    eager = copy.deepcopy(fp4_model)
+    torch._dynamo.reset()
+    compiled = torch.compile(fp4_model, fullgraph=True, dynamic=dynamic)
+    gen = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        for seq_lens, query_lens in SCHEDULE:
+            inputs = step(gen, "cuda", seq_lens, query_lens)
+            for g, w in zip(compiled(*inputs), eager(*inputs)):
+                assert torch.equal(g.sort(dim=1)[0], w.sort(dim=1)[0])

@@ -212,3 +212,32 @@ def test_huge_max_query_len_is_cut_to_the_rows(backend_device, gen, monkeypatch)
     got = fp4.score_paged(*args, 100_000, backend=backend)
     valid = torch.arange(want.shape[1], device=device)[None, :] < case["row_ends"][:, None]
     assert torch.equal(got[valid], want[valid])
+
+
+def test_dequantize_checks_its_inputs(gen):
+    buffer, cache = merged_cache(4, "cpu", gen=gen)
+    keys = random_keys(64, gen)
+    fp4.store_keys(keys, cache, torch.arange(64) + 128)  # page 2
+    back = fp4.dequantize_pages(cache, torch.tensor([2]))
+    assert back.shape == (1, 64, 128) and torch.isfinite(back).all()
+    q_payload, q_scales = fp4.quantize_queries(random_keys(3 * 16, gen).view(3, 16, 128))
+    assert fp4.dequantize_queries(q_payload, q_scales, torch.float64).dtype == torch.float64
+    bad = [
+        (lambda: fp4.dequantize_pages(cache, torch.tensor([2.0])), ValueError, "pages: expected an int32 or int64"),
+        (lambda: fp4.dequantize_pages(cache, [2]), TypeError, "pages: expected an int32 or int64 tensor"),
+        (lambda: fp4.dequantize_pages(cache[:, :, :60], torch.tensor([2])), ValueError, "cache: expected uint8"),
+        (lambda: fp4.dequantize_pages(cache, torch.tensor([2]), torch.int32), TypeError, "dtype: expected a floating"),
+        (lambda: fp4.dequantize_queries(q_payload, q_scales[:2]), ValueError, "scales: expected uint8 \\[3, 1, 4, 16, 4\\]"),
+        (lambda: fp4.dequantize_queries(q_payload[:, :8], q_scales), ValueError, "payload: expected \\(16, 32, 64\\) heads"),
+        (lambda: fp4.dequantize_queries(q_payload.float(), q_scales), ValueError, "payload: expected uint8"),
+    ]
+    for call, error, match in bad:
+        with pytest.raises(error, match=match):
+            call()
+
+
+def test_backend_must_be_a_name():
+    with pytest.raises(TypeError, match="backend: expected None or one of .* got int"):
+        fp4.quantize_queries(torch.zeros(2, 16, 128), backend=1)
+    with pytest.raises(ValueError, match="backend: expected None or one of .* got 'gpu'"):
+        fp4.select_topk(torch.zeros(2, 8), torch.full((2,), 8), 2, backend="gpu")
