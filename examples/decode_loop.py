@@ -159,6 +159,12 @@ def main() -> None:
           f"({args.layers} layers: {68 * args.layers} vs {132 * args.layers} vs {256 * args.layers})")
     print(f"top-{args.topk} overlap of the FP4 indexer with the BF16 one: mean {statistics.mean(overlaps):.3f}, "
           f"min {min(overlaps):.3f} over {len(overlaps)} rows x layers")
+    if args.mode == "reduce-overhead" and not args.no_compile:
+        from torch._dynamo.utils import counters
+
+        # Inductor drops the CUDA graph (and says so only in its log) when, say, it takes an
+        # input as mutated that is not the model's own buffer.
+        print(f"CUDA graphs Inductor skipped: {counters['inductor']['cudagraph_skips']}")
 
 
 if __name__ == "__main__":

@@ -25,13 +25,15 @@ def test_decode_loop_example_runs():
 @gpu
 def test_decode_loop_example_on_gpu_from_captured_graphs():
     """The example as an inference engineer runs it: on the GPU, compiled, each step replayed
-    from a captured CUDA graph; the FP4 indexer keeps most of the BF16 one's top-k."""
+    from a captured CUDA graph (Inductor skipped none); the FP4 indexer keeps most of the BF16
+    one's top-k."""
     out = subprocess.run(
         [sys.executable, str(ROOT / "examples/decode_loop.py"), "--steps", "4", "--device", "cuda",
          "--mode", "reduce-overhead"],
         capture_output=True, text=True, timeout=600, check=True,
     ).stdout
     assert "device: cuda" in out
+    assert "CUDA graphs Inductor skipped: 0" in out, out
     mean = float(out.split("overlap of the FP4 indexer with the BF16 one: mean ")[1].split(",")[0])
     assert mean > 0.7, out
 
