@@ -20,7 +20,7 @@ from torch import nn
 from . import formats as F
 from ._checks import INDEX_DTYPES, check_int, check_size, check_tensor
 from .layout import allocate_merged_cache, check_cache
-from .ops import BACKENDS, check_decode_step, decode_layout, quantize_queries, score_paged, select_topk, store_keys
+from .ops import check_backend, check_decode_step, decode_layout, quantize_queries, score_paged, select_topk, store_keys
 
 
 class IndexerProjections(nn.Module):
@@ -127,8 +127,7 @@ class FP4Indexer(IndexerProjections):
             raise ValueError(f"query_precision: expected 'fp4' or 'bf16', got {query_precision!r}")
         if heads not in F.QUERY_HEADS:
             raise ValueError(f"heads: expected one of {F.QUERY_HEADS} (the FP4 query layout), got {heads}")
-        if backend is not None and backend not in BACKENDS:
-            raise ValueError(f"backend: expected None or one of {BACKENDS}, got {backend!r}")
+        check_backend(backend)
         self.backend = backend
         self.query_precision = query_precision
         if index_cache is None:

@@ -191,7 +191,7 @@ from fp4_inductor.kernels.sm90 import compile_scorer
 out = {}
 for rows, query_float, form in json.loads(sys.argv[1]):
     kernel = compile_scorer(score.score_paged_kernel, rows, form, query_float=query_float)
-    out[json.dumps([rows, query_float, form], sort_keys=True)] = kernel.asm["ttgir"]
+    out[json.dumps([rows, query_float, form], sort_keys=True)] = [kernel.asm["ttgir"], kernel.asm["ptx"]]
 print(json.dumps(out))
 """
 
@@ -230,10 +230,22 @@ def test_builder_layouts_on_sm90(sm90_ttgir, launch):
     consecutive columns of one row. A Triton that moves the call into another layout (as it does
     into the bf16 dot operand's, two K per register, when fed from words) fails here instead of
     scoring wrong on the GPU."""
-    layouts = asm_layouts(sm90_ttgir[json.dumps(list(launch), sort_keys=True)])
+    layouts = asm_layouts(sm90_ttgir[json.dumps(list(launch), sort_keys=True)][0])
     assert layouts, "the PTX builder is missing from the compiled kernel"
     bad = [layout for layout in layouts if not four_columns_per_call(layout)]
     assert not bad, f"PTX builder calls in layouts that break pack=4: {bad}"
+
+
+@pytest.mark.parametrize("launch", [launch for launch in LAUNCHES if launch[2]["WORDS"] and launch[2]["MODE"] == 1],
+                         ids=launch_id)
+def test_word_fed_stores_survive_compilation(sm90_ttgir, launch):
+    """The word-fed loop stores its logits through an asm declared pure (st_f32), kept in the
+    code only by its zero result reaching the flag: the compiled PTX still holds every store,
+    one or two tiles per step."""
+    rows, _, form = launch
+    ptx = sm90_ttgir[json.dumps(list(launch), sort_keys=True)][1]
+    stores = ptx.count("@p st.global.b32")
+    assert stores >= (2 if form["PAIRS"] else 1), f"{stores} asm stores left in the PTX"
 
 
 def test_layout_check_refuses_narrow_layouts():

@@ -119,22 +119,44 @@ def test_score_functional_matches_out_variant(backend_device, gen):
 
 def test_rows_longer_than_the_block_table(backend_device, gen):
     """row_ends past the block table's width (a context longer than the pages given): the keys
-    end at the width, as in the reference; nothing is read past a request's block-table row and
-    nothing is written past an output row (the rows after ``out`` stay untouched)."""
+    end at the width, exactly as with row_ends cut there; nothing is read past a request's
+    block-table row and nothing is written past an output row (the rows after ``out`` stay
+    untouched). Ten one-row requests, so that programs share requests and a schedule that
+    counted the pages past the width would shift every later share."""
     backend, device = backend_device
-    case = scoring_case(gen, device, heads=16, query_lens=[2, 1, 3], seq_lens=[200, 64, 330], pages_per_request=3)
+    seq_lens = [330, 150, 100, 300, 20, 180, 330, 64, 129, 190]
+    case = scoring_case(gen, device, heads=16, query_lens=[1] * 10, seq_lens=seq_lens, pages_per_request=3)
     width = case["block_table"].shape[1] * 64
     assert case["row_ends"].max() > width  # the case is what it says
     query = fp4.quantize_queries(case["q"], backend=backend)
     rows = case["q"].shape[0]
+    args = (query, case["cache"], case["weights"], case["block_table"], case["query_starts"])
     sheet = torch.full((rows + 4, width), float("nan"), device=device)
-    fp4.score_paged(query, case["cache"], case["weights"], case["block_table"], case["query_starts"],
-                    case["row_ends"], 3, backend=backend, out=sheet[:rows])
-    want = fp4.score_paged(query, case["cache"], case["weights"], case["block_table"], case["query_starts"],
-                           case["row_ends"].clamp(max=width), 3, backend="reference")
+    fp4.score_paged(*args, case["row_ends"], 1, backend=backend, out=sheet[:rows])
+    cut = torch.full((rows, width), float("nan"), device=device)
+    fp4.score_paged(*args, case["row_ends"].clamp(max=width), 1, backend=backend, out=cut)
     valid = reference.valid_region(case["query_starts"], case["row_ends"], width)
-    torch.testing.assert_close(sheet[:rows][valid], want[valid], rtol=1e-5, atol=1e-6)
+    assert torch.equal(sheet[:rows][valid], cut[valid])
     assert sheet[:rows][~valid].isnan().all() and sheet[rows:].isnan().all()
+
+
+def test_query_starts_past_the_rows(backend_device, gen):
+    """query_starts that run past the rows (not from decode_layout): the rows end at the last
+    one; nothing is written past it, and the rows there are score as with query_starts cut."""
+    backend, device = backend_device
+    case = scoring_case(gen, device, heads=16, query_lens=[2, 3], seq_lens=[150, 200])
+    rows = case["q"].shape[0]  # 5 query rows and 2 padding rows: 7
+    query = fp4.quantize_queries(case["q"], backend=backend)
+    width = case["block_table"].shape[1] * 64
+    args = (query, case["cache"], case["weights"], case["block_table"])
+    over = torch.tensor([0, 2, rows + 3], dtype=torch.int32, device=device)
+    row_ends = torch.full((rows,), 140, dtype=torch.int32, device=device)
+    sheet = torch.full((rows + 4, width), float("nan"), device=device)
+    fp4.score_paged(*args, over, row_ends, 3, backend=backend, out=sheet[:rows])
+    cut = torch.full((rows, width), float("nan"), device=device)
+    fp4.score_paged(*args, over.clamp(max=rows), row_ends, 3, backend=backend, out=cut)
+    assert torch.equal(sheet[:rows, :140], cut[:, :140])
+    assert sheet[rows:].isnan().all()
 
 
 def test_score_is_deterministic(backend_device, gen):

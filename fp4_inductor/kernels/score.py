@@ -424,7 +424,7 @@ def score_request(
     request, share_begin, share_end, fewest,
     out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride,
     weights_ptr, weights_stride, weights_head_stride,
-    block_table_ptr, block_table_stride, block_table_page_stride, query_starts_ptr, row_ends_ptr, width,
+    block_table_ptr, block_table_stride, block_table_page_stride, query_starts_ptr, row_ends_ptr, width, num_rows,
     HEADS: tl.constexpr, ROWS: tl.constexpr, TILE_PAGES: tl.constexpr, ASM: tl.constexpr, QUERY_FLOAT: tl.constexpr,
     DOT_DTYPE: tl.constexpr, MODE: tl.constexpr, WORDS: tl.constexpr, WARPS: tl.constexpr, PAIRS: tl.constexpr,
 ):
@@ -432,8 +432,9 @@ def score_request(
     program_id(1) on, in steps of num_programs(1)); returns ``fewest`` (MODE 1), updated."""
     N: tl.constexpr = ROWS * HEADS
     M: tl.constexpr = 64 * TILE_PAGES
-    request_start = tl.load(query_starts_ptr + request)
-    request_rows = tl.load(query_starts_ptr + request + 1) - request_start
+    # Rows end at the launch's last row, whatever query_starts says.
+    request_start = tl.minimum(tl.load(query_starts_ptr + request), num_rows)
+    request_rows = tl.minimum(tl.load(query_starts_ptr + request + 1), num_rows) - request_start
     # Row blocks beyond the launch's (sized from max_query_len) are taken in turn by the
     # same programs: the hint sets the launch shape, never which rows get scored.
     for row_block in range(tl.program_id(1), tl.cdiv(request_rows, ROWS), tl.num_programs(1)):
@@ -622,15 +623,15 @@ def score_request(
 
 
 @triton.jit
-def request_units(query_starts_ptr, row_ends_ptr, first, requests, width, UNIT_PAGES: tl.constexpr,
+def request_units(query_starts_ptr, row_ends_ptr, first, requests, width, num_rows, UNIT_PAGES: tl.constexpr,
                   CHUNK: tl.constexpr):
     """int32 [CHUNK]: of requests first .. first + CHUNK - 1 (0 past the last), the pages that
-    each one's longest row needs (its keys cut to ``width``, the block table's), in whole units
-    of UNIT_PAGES pages."""
+    each one's longest row needs (its keys cut to ``width``, the block table's, and its rows to
+    the launch's ``num_rows``), in whole units of UNIT_PAGES pages."""
     request = first + tl.arange(0, CHUNK)
     inside = request < requests
-    start = tl.load(query_starts_ptr + request, mask=inside, other=0).to(tl.int32)
-    rows = tl.load(query_starts_ptr + request + 1, mask=inside, other=0).to(tl.int32) - start
+    start = tl.minimum(tl.load(query_starts_ptr + request, mask=inside, other=0).to(tl.int32), num_rows)
+    rows = tl.minimum(tl.load(query_starts_ptr + request + 1, mask=inside, other=0).to(tl.int32), num_rows) - start
     longest = tl.zeros((CHUNK,), dtype=tl.int32)
     for i in range(0, tl.max(rows, axis=0)):
         longest = tl.maximum(longest, tl.load(row_ends_ptr + start + i, mask=i < rows, other=0).to(tl.int32))
@@ -655,6 +656,7 @@ def score_paged_kernel(
     row_ends_ptr,
     requests,
     width,
+    num_rows,
     flags_ptr,
     HEADS: tl.constexpr,
     ROWS: tl.constexpr,
@@ -678,6 +680,8 @@ def score_paged_kernel(
     # part q % SPLIT of program q // SPLIT's: cut from the same units, the shares nest exactly.
     # 1 + 2 keep the exact path's registers and the per-tile vote out of the hot loop.
     M: tl.constexpr = 64 * TILE_PAGES
+    # The word-fed loop's asm stores stay in the code only through the flag, which MODE 1 writes.
+    tl.static_assert(MODE != 0 or not WORDS, "the word-fed loop runs as the hot pass (MODE 1) only")
     fewest = tl.full((M,), FOLD_LIMIT, tl.int32)  # MODE 1: each slot's smallest fold seen
     flag_at = flags_ptr + (tl.program_id(0) // SPLIT) * tl.num_programs(1) + tl.program_id(1)
     run = True
@@ -691,7 +695,7 @@ def score_paged_kernel(
     # programs, short ones share a program; no program waits for the longest request.
     seen = tl.zeros((CHUNK,), dtype=tl.int32)
     for first in range(0, requests, CHUNK):
-        seen += request_units(query_starts_ptr, row_ends_ptr, first, requests, width, SHARE_PAGES, CHUNK)
+        seen += request_units(query_starts_ptr, row_ends_ptr, first, requests, width, num_rows, SHARE_PAGES, CHUNK)
     total = tl.sum(seen, axis=0).to(tl.int64)
     begin = (tl.program_id(0) * total // tl.num_programs(0)).to(tl.int32)
     end = ((tl.program_id(0) + 1) * total // tl.num_programs(0)).to(tl.int32)
@@ -700,7 +704,7 @@ def score_paged_kernel(
     before = tl.zeros((CHUNK,), dtype=tl.int32)  # summed: the requests wholly before the share
     before_units = tl.zeros((CHUNK,), dtype=tl.int32)  # summed: their units
     for first in range(0, requests, CHUNK):
-        units = request_units(query_starts_ptr, row_ends_ptr, first, requests, width, SHARE_PAGES, CHUNK)
+        units = request_units(query_starts_ptr, row_ends_ptr, first, requests, width, num_rows, SHARE_PAGES, CHUNK)
         ends = tl.sum(seen, axis=0) + tl.cumsum(units, axis=0)
         done = (ends <= begin) & (first + tl.arange(0, CHUNK) < requests)
         before += done.to(tl.int32)
@@ -709,16 +713,16 @@ def score_paged_kernel(
     request = tl.sum(before, axis=0)
     first_page = tl.sum(before_units, axis=0) * SHARE_PAGES
     while run & (request < requests) & (first_page < end * SHARE_PAGES):
-        start = tl.load(query_starts_ptr + request)
+        start = tl.minimum(tl.load(query_starts_ptr + request), num_rows)
         longest = 0
-        for i in range(0, tl.load(query_starts_ptr + request + 1) - start):
+        for i in range(0, tl.minimum(tl.load(query_starts_ptr + request + 1), num_rows) - start):
             longest = tl.maximum(longest, tl.load(row_ends_ptr + start + i).to(tl.int32))
         longest = tl.minimum(longest, width)
         fewest = score_request(
             request, tl.maximum(begin * SHARE_PAGES - first_page, 0), end * SHARE_PAGES - first_page, fewest,
             out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, weights_ptr, weights_stride,
             weights_head_stride, block_table_ptr, block_table_stride, block_table_page_stride,
-            query_starts_ptr, row_ends_ptr, width, HEADS, ROWS, TILE_PAGES, ASM, QUERY_FLOAT, DOT_DTYPE, MODE, WORDS,
+            query_starts_ptr, row_ends_ptr, width, num_rows, HEADS, ROWS, TILE_PAGES, ASM, QUERY_FLOAT, DOT_DTYPE, MODE, WORDS,
             WARPS, PAIRS)
         first_page += tl.cdiv(longest, 64 * SHARE_PAGES) * SHARE_PAGES
         request += 1
@@ -830,8 +834,10 @@ def launch_score_paged(
         return
     # The kernel reads entry i at ptr + i; other strides become a copy (a no-op when contiguous).
     query_starts, row_ends = query_starts.contiguous(), row_ends.contiguous()
-    # A request has at most ``rows`` rows: a larger hint would only widen the launch.
-    max_query_len = min(max_query_len, rows)
+    # A request has at most ``rows`` rows: a larger hint would only widen the launch. (Not with a
+    # symbolic row count: the comparison would become a guard, a recompile per row bucket.)
+    if isinstance(rows, int):
+        max_query_len = min(max_query_len, rows)
     query_float = q_scales is None
     gpu = cache.device.type == "cuda"
     if query_float:
@@ -872,7 +878,7 @@ def launch_score_paged(
         wrap_triton(score_paged_kernel)[(grid[0] * form["SPLIT"], grid[1])](
             out, out.stride(0), q_payload, q_scales, cache, cache.stride(0), weights, weights.stride(0), weights.stride(1),
             block_table, block_table.stride(0), block_table.stride(1), query_starts, row_ends, requests,
-            pages_per_request * 64, flags,
+            pages_per_request * 64, rows, flags,
             HEADS=heads, ROWS=rows_per_block, QUERY_FLOAT=query_float, DOT_DTYPE=tl.bfloat16 if gpu else tl.float32,
             CHUNK=SCHEDULE_CHUNK, **form,
             num_warps=form["WARPS"],
