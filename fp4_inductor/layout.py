@@ -161,5 +161,7 @@ def decode_tile_size(max_model_len: int, width: int, topk: int, heads: int) -> i
     """Rows to score at once so logits, top-k scratch and queries fit ``128 * max_model_len`` bytes."""
     for name, value in (("max_model_len", max_model_len), ("width", width), ("topk", topk), ("heads", heads)):
         check_int(name, value, minimum=0)
+    if heads not in F.QUERY_HEADS:
+        raise ValueError(f"heads: expected one of {F.QUERY_HEADS} (the FP4 query layout), got {heads}")
     row_bytes = 4 * width + 24 * min(topk, width) + 64 * heads + 256
     return max(32, 128 * max_model_len // max(1, row_bytes))

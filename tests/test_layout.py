@@ -76,6 +76,8 @@ def test_decode_tile_size():
     assert fp4.decode_tile_size(131072, 131072, 2048, 64) == max(32, 128 * 131072 // (4 * 131072 + 24 * 2048 + 64 * 64 + 256))
     assert fp4.decode_tile_size(1024, 1 << 20, 2048, 64) == 32
     assert fp4.decode_tile_size(8192, 100, 2048, 16) == 128 * 8192 // (400 + 2400 + 1024 + 256)
+    with pytest.raises(ValueError, match="heads: expected one of \\(16, 32, 64\\)"):
+        fp4.decode_tile_size(8192, 100, 2048, 17)
 
 
 def test_cache_views_are_views_with_spec_offsets(gen):

@@ -169,6 +169,17 @@ def test_topk_strided_rows(backend_device, gen):
     assert_same_selection(logits, row_ends, 50, values, indices)
 
 
+def test_topk_logits_with_any_key_stride(backend_device, gen):
+    """Logits whose keys are not at unit stride (every other column of a wider sheet, or a
+    transposed one): the same selection on every backend (the Triton launcher copies them)."""
+    backend, device = backend_device
+    big = hard_rows(gen, 10, 1400)
+    row_ends = torch.randint(0, 701, (10,), generator=gen, dtype=torch.int32)
+    for logits in (big[:, ::2], big[:, :700].t().contiguous().t()):
+        values, indices = fp4.select_topk(logits.to(device), row_ends.to(device), 40, backend=backend)
+        assert_same_selection(logits, row_ends, 40, values, indices)
+
+
 @pytest.mark.parametrize(
     "tuning, k",
     [(dict(segment=64, chunk=16), 5), (dict(segment=128, chunk=32, bins=32), 30), (dict(segment=4096), 200), (dict(num_warps=1), 30)],

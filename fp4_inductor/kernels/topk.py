@@ -375,7 +375,9 @@ def launch_select_topk(
     if rows == 0:
         return values, indices
     if logits.stride(1) != 1:
-        raise ValueError(f"logits: expected unit stride along keys, got strides {logits.stride()}")
+        # The kernel reads a row's keys at unit stride (any row stride): other layouts are copied
+        # here, as the reference backend takes them too.
+        logits = logits.contiguous()
     gpu = device.type == "cuda"
     # A segment lives in registers: 32 entries per thread at 16 warps.
     segment = tuning.get("segment", 16384 if gpu else 256)
