@@ -55,6 +55,9 @@ def index_section(pages_buffer: torch.Tensor, offset: int) -> torch.Tensor:
     if pages_buffer.stride(1) != 1:
         raise ValueError(f"pages_buffer: expected byte stride 1 within a page, got strides {pages_buffer.stride()}")
     page_bytes = pages_buffer.shape[1]
+    if pages_buffer.shape[0] > 1 and pages_buffer.stride(0) < page_bytes:
+        raise ValueError(f"pages_buffer: expected pages that do not overlap (page stride >= {page_bytes}), "
+                         f"got strides {pages_buffer.stride()}")
     if page_bytes < F.SECTION_BYTES:
         raise ValueError(f"pages_buffer: expected at least {F.SECTION_BYTES} bytes per page, got {describe(pages_buffer)}")
     check_int("offset", offset, minimum=0, below=page_bytes - F.SECTION_BYTES + 1)

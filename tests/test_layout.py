@@ -116,3 +116,6 @@ def test_allocate_rejects_bad_geometry():
         fp4.allocate_merged_cache(2, page_bytes=8192, index_offset=8)
     with pytest.raises(ValueError, match="num_pages"):
         fp4.allocate_merged_cache(0)
+    overlapping = torch.zeros(8192 + 16, dtype=torch.uint8).as_strided((2, 8192), (16, 1))
+    with pytest.raises(ValueError, match="pages_buffer: expected pages that do not overlap"):
+        fp4.index_section(overlapping, 0)
