@@ -160,11 +160,16 @@ def decode_layout_impl(
     return query_starts.clamp(max=num_rows).to(torch.int32), row_ends.to(torch.int32)
 
 
+def check_head_count(heads: int) -> None:
+    """A head count the FP4 query layout takes."""
+    if heads not in F.QUERY_HEADS:
+        raise ValueError(f"heads: expected one of {F.QUERY_HEADS} (the FP4 query layout), got {heads}")
+
+
 def decode_tile_size(max_model_len: int, width: int, topk: int, heads: int) -> int:
     """Rows to score at once so logits, top-k scratch and queries fit ``128 * max_model_len`` bytes."""
     for name, value in (("max_model_len", max_model_len), ("width", width), ("topk", topk), ("heads", heads)):
         check_int(name, value, minimum=0)
-    if heads not in F.QUERY_HEADS:
-        raise ValueError(f"heads: expected one of {F.QUERY_HEADS} (the FP4 query layout), got {heads}")
+    check_head_count(heads)
     row_bytes = 4 * width + 24 * min(topk, width) + 64 * heads + 256
     return max(32, 128 * max_model_len // max(1, row_bytes))

@@ -19,7 +19,7 @@ from torch import nn
 
 from . import formats as F
 from ._checks import INDEX_DTYPES, check_int, check_size, check_tensor
-from .layout import allocate_merged_cache, check_cache
+from .layout import allocate_merged_cache, check_cache, check_head_count
 from .ops import check_backend, check_decode_step, decode_layout, quantize_queries, score_paged, select_topk, store_keys
 
 
@@ -125,8 +125,7 @@ class FP4Indexer(IndexerProjections):
         super().__init__(hidden_size, q_lora_rank, heads, head_dim, topk, softmax_scale, device, dtype)
         if query_precision not in ("fp4", "bf16"):
             raise ValueError(f"query_precision: expected 'fp4' or 'bf16', got {query_precision!r}")
-        if heads not in F.QUERY_HEADS:
-            raise ValueError(f"heads: expected one of {F.QUERY_HEADS} (the FP4 query layout), got {heads}")
+        check_head_count(heads)
         check_backend(backend)
         self.backend = backend
         self.query_precision = query_precision

@@ -94,10 +94,27 @@ def _check_store_keys(keys: Tensor, cache: Tensor, slots: Tensor) -> None:
     check_size("slots", slots, 0, keys.shape[0], "one slot per key row")
 
 
+def _check_query_heads(name: str, t: Tensor) -> None:
+    """``t`` [rows, H, ...] holds a head count the FP4 query layout takes."""
+    if t.shape[1] not in F.QUERY_HEADS:
+        raise ValueError(f"{name}: expected {F.QUERY_HEADS} heads, got {describe(t)}")
+
+
+def _check_fp4_query(payload: Tensor, scales: Tensor, names: tuple[str, str], device=None) -> None:
+    """``quantize_queries``' (payload uint8 [rows, H, 64], scales uint8 [rows, 1, 4, 16, 4]), both
+    on ``device`` (the cache's), or with the scales where the payload is."""
+    check_tensor(names[0], payload, dtypes=(torch.uint8,), shape=("rows", "heads", F.PAYLOAD_BYTES), device=device)
+    _check_query_heads(names[0], payload)
+    shape = (payload.shape[0], 1, F.GROUPS, F.QUERY_SCALE_LANES, F.QUERY_SCALE_SLOTS)
+    if device is None:
+        check_tensor(names[1], scales, dtypes=(torch.uint8,), shape=shape, device=payload.device, device_of=names[0])
+    else:
+        check_tensor(names[1], scales, dtypes=(torch.uint8,), shape=shape, device=device)
+
+
 def _check_queries(q: Tensor) -> None:
     check_tensor("q", q, dtypes=FLOAT_DTYPES, shape=("rows", "heads", F.HEAD_DIM))
-    if q.shape[1] not in F.QUERY_HEADS:
-        raise ValueError(f"q: expected {F.QUERY_HEADS} heads, got {describe(q)}")
+    _check_query_heads("q", q)
 
 
 def _check_score(
@@ -112,12 +129,8 @@ def _check_score(
 ) -> None:
     check_cache(cache)
     dev = cache.device
-    check_tensor("query[0] (payload)", q_payload, dtypes=(torch.uint8,), shape=("rows", "heads", 64), device=dev)
+    _check_fp4_query(q_payload, q_scales, ("query[0] (payload)", "query[1] (scales)"), device=dev)
     rows, heads = q_payload.shape[:2]
-    if heads not in F.QUERY_HEADS:
-        raise ValueError(f"query[0] (payload): expected {F.QUERY_HEADS} heads, got {describe(q_payload)}")
-    shape = (rows, 1, F.GROUPS, F.QUERY_SCALE_LANES, F.QUERY_SCALE_SLOTS)
-    check_tensor("query[1] (scales)", q_scales, dtypes=(torch.uint8,), shape=shape, device=dev)
     _check_score_layout(rows, heads, weights, block_table, query_starts, row_ends, max_query_len, dev)
     _check_cache_has_pages(cache, block_table)
 
@@ -135,8 +148,7 @@ def _check_score_bf16(
 ) -> None:
     check_cache(cache)
     check_tensor("query", q, dtypes=FLOAT_DTYPES, shape=("rows", "heads", F.HEAD_DIM), device=cache.device)
-    if q.shape[1] not in F.QUERY_HEADS:
-        raise ValueError(f"query: expected {F.QUERY_HEADS} heads, got {describe(q)}")
+    _check_query_heads("query", q)
     _check_score_layout(*q.shape[:2], weights, block_table, query_starts, row_ends, max_query_len, cache.device)
     _check_cache_has_pages(cache, block_table)
 
@@ -509,10 +521,6 @@ def dequantize_pages(cache: Tensor, pages: Tensor, dtype: torch.dtype = torch.fl
 def dequantize_queries(payload: Tensor, scales: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
     """``quantize_queries``' (payload uint8 [rows, H, 64], scales uint8 [rows, 1, 4, 16, 4]) back
     to ``dtype`` [rows, H, 128]."""
-    check_tensor("payload", payload, dtypes=(torch.uint8,), shape=("rows", "heads", F.PAYLOAD_BYTES))
-    if payload.shape[1] not in F.QUERY_HEADS:
-        raise ValueError(f"payload: expected {F.QUERY_HEADS} heads, got {describe(payload)}")
-    shape = (payload.shape[0], 1, F.GROUPS, F.QUERY_SCALE_LANES, F.QUERY_SCALE_SLOTS)
-    check_tensor("scales", scales, dtypes=(torch.uint8,), shape=shape, device=payload.device, device_of="payload")
+    _check_fp4_query(payload, scales, ("payload", "scales"))
     _check_float_dtype(dtype)
     return reference.dequantize_queries(payload, scales, dtype)

@@ -210,17 +210,24 @@ def store_tile(out_ptr, out_stride, out_rows, first_row, j, value, limit, ROWS: 
     if ASM:
         return st_f32(out_rows + j.to(tl.int64)[:, None] * 4, value, ok)
     else:
-        rr = tl.arange(0, ROWS)
-        tl.store(out_ptr + (first_row + rr).to(tl.int64)[None, :] * out_stride + j[:, None], value, mask=ok)
+        tl.store(tile_addresses(out_ptr, out_stride, first_row, j, ROWS), value, mask=ok)
         return tl.zeros_like(ok.to(tl.int32))
 
 
 @triton.jit
+def tile_addresses(out_ptr, out_stride, first_row, j, ROWS: tl.constexpr):
+    """Addresses [M, ROWS] of a tile's logits at tokens ``j`` [M] of rows ``first_row + r``."""
+    rr = tl.arange(0, ROWS)
+    return out_ptr + (first_row + rr).to(tl.int64)[None, :] * out_stride + j[:, None]
+
+
+@triton.jit
 def tile_outputs(out_ptr, out_stride, first_row, rows_here, row_ends, j):
-    """Addresses [M, ROWS] of a tile's logits at tokens ``j`` [M] of rows ``first_row + r``
-    (``row_ends`` [ROWS]), and where they may be written: j < row_ends[r], r < rows_here."""
-    rr = tl.arange(0, row_ends.shape[0])
-    out_at = out_ptr + (first_row + rr).to(tl.int64)[None, :] * out_stride + j[:, None]
+    """``tile_addresses`` for rows with ``row_ends`` [ROWS], and where they may be written:
+    j < row_ends[r], r < rows_here."""
+    ROWS: tl.constexpr = row_ends.shape[0]
+    rr = tl.arange(0, ROWS)
+    out_at = tile_addresses(out_ptr, out_stride, first_row, j, ROWS)
     return out_at, (j[:, None] < row_ends[None, :]) & (rr < rows_here)[None, :]
 
 
