@@ -31,7 +31,9 @@ def _check_index_tensor(name: str, t: object) -> None:
 
 
 def local_to_global(local_idx: torch.Tensor, rank: int, world: int, interleave: int = 1) -> torch.Tensor:
-    """Global token index of each local index on ``rank``: int32 in, int32 out; -1 stays -1."""
+    """Global token index of each local index on ``rank``: int32 in, int32 out; -1 stays -1.
+    Computed in int64; the result must fit int32 (a context below 2**31 tokens), as the token
+    indices of ``select_topk`` do. Not checked: a check would read the data on the host."""
     _check_placement(rank, world, interleave)
     _check_index_tensor("local_idx", local_idx)
     local = local_idx.to(torch.int64)

@@ -64,7 +64,9 @@ for next_n in (1, 2):
                                  asm=True, exact=exact)
     score.launch_score_paged(out, torch.randn(rows, 64, 128), None, cache, weights, block_table, query_starts,
                              row_ends, next_n, asm=True)
-topk.launch_select_topk(torch.randn(4, 40000), torch.full((4,), 40000, dtype=torch.int32), 2048, False)
+for smem in (False, True):  # the GPU's form: the coarse histogram in shared memory (pure asm)
+    topk.launch_select_topk(torch.randn(4, 40000), torch.full((4,), 40000, dtype=torch.int32), 2048, False,
+                            smem=smem, segment=32768, num_warps=16, chunk=1024)
 result = []
 for kernel, named in launches:
     form = {k: v for k, v in named.items() if k.isupper() and k != "DOT_DTYPE"}
@@ -90,6 +92,7 @@ def test_inductor_sees_each_kernel_write_its_outputs_only():
     names = {name for name, _, _ in launches}
     assert names == set(EXPECTED), names
     assert sum(name == "score_paged_kernel" for name, _, _ in launches) >= 8  # hot and exact passes, every mode
+    assert {form["SMEM"] for name, form, _ in launches if name == "topk_segment_kernel"} == {False, True}
     # The scorer's hot pass (MODE 1) writes the flags too; the exact pass and the one-launch form
     # only the logits.
     expected = lambda name, form: ["out_ptr"] if name == "score_paged_kernel" and form["MODE"] != 1 else EXPECTED[name]  # noqa: E731

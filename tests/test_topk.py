@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import fp4_inductor as fp4
+from conftest import gpu
 
 
 def reference_sets(logits, row_ends, k):
@@ -182,11 +183,14 @@ def test_topk_logits_with_any_key_stride(backend_device, gen):
 
 @pytest.mark.parametrize(
     "tuning, k",
-    [(dict(segment=64, chunk=16), 5), (dict(segment=128, chunk=32, bins=32), 30), (dict(segment=4096), 200), (dict(num_warps=1), 30)],
-    ids=["small-segments-and-chunks", "segment128", "one-segment", "one-warp"],
+    [(dict(segment=64, chunk=16), 5), (dict(segment=128, chunk=32, bins=32), 30), (dict(segment=4096), 200), (dict(num_warps=1), 30),
+     (dict(smem=False), 30), (dict(segment=256, num_warps=8, bins=256), 30)],
+    ids=["small-segments-and-chunks", "segment128", "one-segment", "one-warp", "tl-histogram", "bins256"],
 )
 def test_topk_launch_tuning_variants(tuning, k, backend_device, gen):
-    """The launcher's knobs (segment size, refinement chunk, warps) never change the selection."""
+    """The launcher's knobs (segment size, refinement chunk, warps, bins, where the coarse
+    histogram is counted) never change the selection. On the GPU the shared-memory histogram is
+    the default; one warp (fewer threads than bins) falls back to ``tl.histogram``."""
     backend, device = backend_device
     if backend != "triton":
         pytest.skip("launcher knobs exist for the Triton kernel only")
@@ -221,3 +225,90 @@ def test_topk_refinement_over_adjacent_keys(chunk, backend_device, gen):
     for k in (1, 33, 100, 511):
         values, indices = launch_select_topk(logits.to(device), row_ends.to(device), k, False, segment=512, chunk=chunk)
         assert_same_selection(logits, row_ends, k, values, indices)
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("smem", [True, False], ids=["shared-histogram", "tl-histogram"])
+def test_topk_full_width_rows_on_gpu(smem, gen):
+    """The GPU's launch (16 warps over 32768-entry segments, then a pass over the candidates) on
+    rows wider than a segment, each a hard case, with ragged ends: both ways of counting the
+    coarse histogram select the reference's sets."""
+    from fp4_inductor.kernels.topk import launch_select_topk
+
+    width, k = 70000, 2048
+    logits = hard_rows(gen, 12, width)
+    row_ends = torch.randint(1, width + 1, (12,), generator=gen, dtype=torch.int32)
+    row_ends[:3] = width
+    values, indices = launch_select_topk(logits.cuda(), row_ends.cuda(), k, False, smem=smem)
+    assert_same_selection(logits, row_ends, k, values, indices)
+
+
+_TOPK_PTX = """
+import json, sys
+import torch
+from fp4_inductor.kernels import topk
+from fp4_inductor.kernels.sm90 import compile_topk
+
+forms = []
+
+class Capture:  # the launcher's launches for the GPU (its defaults), not run
+    def __getitem__(self, grid):
+        def call(*args, **kwargs):
+            form = {k: v for k, v in kwargs.items() if k.isupper()}
+            forms.append((form, kwargs["num_warps"]))
+        return call
+
+topk.wrap_triton = lambda kernel: Capture()
+for rows, width, k in ((64, 32768, 2048), (4, 131072, 2048), (3, 5000, 300), (2, 20, 7)):
+    topk.launch_select_topk(torch.randn(rows, width), torch.full((rows,), width, dtype=torch.int32), k, False,
+                            smem=True, segment=32768, num_warps=16, chunk=1024)
+out = []
+for form, warps in {json.dumps(f, sort_keys=True): f for f in forms}.values():
+    compiled = compile_topk(topk.topk_segment_kernel, form, warps)
+    inductor = compile_topk(topk.topk_segment_kernel, form, warps, divisible_ints=True)
+    out.append([form, warps, compiled.metadata.shared, compiled.asm["ptx"], inductor.asm["ptx"]])
+print(json.dumps(out))
+"""
+
+
+def normalized_ptx(ptx: str) -> list[str]:
+    """PTX instructions with register numbers and debug lines left out."""
+    import re
+
+    lines = (line.split("//")[0].strip() for line in ptx.splitlines())
+    return [re.sub(r"%(r|rd|p|f|fd|rs)\d+", "%R", line) for line in lines if line and not line.startswith(".loc")]
+
+
+def test_shared_histogram_order_in_sm90_ptx():
+    """The GPU launches compiled for sm_90 by the installed Triton: where the coarse histogram is
+    counted in shared memory, the allocation holds its bins, and between the zero step and the
+    read (each with its barriers) the PTX touches shared memory only through the counting
+    ``red.shared.add``: no buffer of Triton's is live in between. The asm steps are pure (for
+    Inductor's analysis), so this order is the compiler's to keep; this test checks it does.
+
+    Inductor's generated code may mark the strides divisible by 16, which vectorizes loads
+    unless every address keeps one entry per thread; a vectorized segment broke the steps (four
+    instances per thread, Triton's reductions between them). The kernel compiled that way must
+    be the one the launcher runs, instruction for instruction."""
+    import json
+
+    from test_prmt import _NEEDS_SM90_TOOLS, run_sm90_script
+
+    launches = json.loads(run_sm90_script(_NEEDS_SM90_TOOLS + _TOPK_PTX).splitlines()[-1])
+    assert {form["SMEM"] for form, _, _, _, _ in launches} == {True, False}  # 20 keys: one warp, fewer threads than bins
+    for form, warps, shared, ptx, inductor_ptx in launches:
+        assert normalized_ptx(inductor_ptx) == normalized_ptx(ptx), form
+        lines = ptx.splitlines()
+        zero = [i for i, line in enumerate(lines) if "%dynamic_smem_size" in line]
+        read = [i for i, line in enumerate(lines) if "ld.shared.u32 v" in line]
+        if not form["SMEM"]:
+            assert not zero and not read
+            continue
+        assert shared >= 4 * form["BINS"], (form, shared)
+        assert len(zero) == 1 and len(read) == 1 and zero[0] < read[0], form
+        between = [line.strip() for line in lines[zero[0] + 1:read[0]]]
+        adds = [line for line in between if "red.shared.add.u32" in line]
+        assert len(adds) == form["BLOCK"] // form["THREADS"], (form, len(adds))
+        other = [line for line in between if ".shared" in line and "red.shared.add.u32" not in line]
+        assert not other, (form, other[:3])

@@ -1,7 +1,7 @@
-"""Compile the scorer for sm_90 on any machine: a Triton wheel carries ptxas, so the H200's
-code (Triton IR with layouts, PTX, cubin) can be read without a GPU. Used by
-benchmarks/compile_sm90.py (registers, SASS) and by tests/test_prmt.py (the PTX builder's
-layouts)."""
+"""Compile the scorer and the top-k kernel for sm_90 on any machine: a Triton wheel carries
+ptxas, so the H200's code (Triton IR with layouts, PTX, cubin) can be read without a GPU. Used
+by benchmarks/compile_sm90.py (registers, SASS), by tests/test_prmt.py (the PTX builder's
+layouts) and by tests/test_topk.py (the shared-memory histogram's order in the PTX)."""
 
 from __future__ import annotations
 
@@ -36,3 +36,17 @@ def compile_scorer(kernel, rows: int, form: dict, query_float: bool = False, num
         options["maxnreg"] = maxnreg
     return triton.compile(ASTSource(fn=kernel, signature=signature, constexprs=const, attrs=attrs),
                           target=GPUTarget("cuda", 90, 32), options=options)
+
+
+def compile_topk(kernel, form: dict, num_warps: int, divisible_ints: bool = False):
+    """``kernel`` (topk_segment_kernel) with one launch's constexprs ``form``, for sm_90, as the
+    launcher specializes it (aligned pointers; strides not specialized), or with
+    ``divisible_ints`` as Inductor's generated code may (every int argument divisible by 16)."""
+    params = list(inspect.signature(kernel.fn).parameters)
+    pointers = {"values_ptr": "*fp32", "indices_ptr": "*i32", "row_ends_ptr": "*i32", "out_values_ptr": "*fp32",
+                "out_indices_ptr": "*i32", "scratch_ptr": "*i64"}
+    signature = {p: "constexpr" if p in form else pointers.get(p, "i32") for p in params}
+    aligned = {p for p in params if p in pointers or (divisible_ints and signature[p] == "i32")}
+    attrs = {(i,): [["tt.divisibility", 16]] for i, p in enumerate(params) if p in aligned}
+    return triton.compile(ASTSource(fn=kernel, signature=signature, constexprs=form, attrs=attrs),
+                          target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps})

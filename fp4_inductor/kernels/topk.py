@@ -7,8 +7,9 @@ three steps, all exact:
    map of its value over the segment's finite range (NaN and -inf go to bucket
    0, +inf to the last). The map only has to be monotone: equal values share a
    bucket and a larger value never gets a lower one, whatever the rounding. One
-   ``tl.histogram`` (64 bins by default) finds the bucket ``b`` holding the
-   k-th largest entry.
+   histogram (64 bins by default) finds the bucket ``b`` holding the k-th
+   largest entry. On NVIDIA GPUs it is counted in shared memory by PTX atomics
+   (``smem_histogram``); elsewhere, and in the interpreter, by ``tl.histogram``.
 2. Compaction (one scan). The entries above bucket ``b`` and then those of
    bucket ``b`` (the candidates, typically a few hundred) are copied to a
    per-program scratch area as (value bits, index) pairs; the first group is
@@ -47,6 +48,30 @@ from ..reference import order_keys
 RADIX_BITS = tl.constexpr(5)
 RADIX_BINS = tl.constexpr(32)
 
+# The coarse histogram in shared memory, in three PTX steps that all threads run once each, in
+# the column layout of ``column_major_count`` (thread t holds column t). Triton has no shared
+# atomics: ``tl.histogram`` spends about 30 instructions per entry on warp ballots, a shared
+# ``red.add`` one. Triton allocates its own shared buffers from ``global_smem`` too, so the
+# counters use its first 4 * BINS bytes only between barriers inside the asm: zero (after every
+# thread is past the shared buffers used before, and trapping if the launch has fewer bytes),
+# add, read (then a barrier before Triton's next buffer). The asm is pure, so that Inductor's
+# analysis sees which tensors the kernel writes; the order of the steps is kept by data: each
+# step takes the previous one's result (and the zero step the segment's range) as an operand.
+# One line each: Inductor copies constexpr globals into its generated code.
+_SMEM_ZERO = tl.constexpr(
+    "{ .reg .u32 a, n; .reg .pred p; bar.sync 0; mov.u32 n, %dynamic_smem_size; shl.b32 a, $3, 2; "
+    "setp.lt.u32 p, n, a; @p trap; setp.lt.u32 p, $1, $3; mov.u32 a, global_smem; mad.lo.u32 a, $1, 4, a; "
+    "@p st.shared.u32 [a], 0; bar.sync 0; mov.u32 $0, 0; }"
+)
+_SMEM_ADD = tl.constexpr(
+    "{ .reg .u32 a; .reg .pred p; setp.ge.s32 p, $1, 0; mov.u32 a, global_smem; mad.lo.u32 a, $1, 4, a; "
+    "@p red.shared.add.u32 [a], 1; mov.u32 $0, $2; }"
+)
+_SMEM_READ = tl.constexpr(
+    "{ .reg .u32 a, v; .reg .pred p; bar.sync 0; setp.lt.u32 p, $1, $3; mov.u32 v, 0; mov.u32 a, global_smem; "
+    "mad.lo.u32 a, $1, 4, a; @p ld.shared.u32 v, [a]; bar.sync 0; add.u32 $0, v, $2; }"
+)
+
 
 @triton.jit
 def select_key(x, valid):
@@ -80,7 +105,7 @@ def pack_entry(x, index):
 @triton.jit
 def load_entries(entries, start, count, CHUNK: tl.constexpr):
     """Entries ``start .. start + CHUNK`` of ``count`` packed entries: (value, index, in range)."""
-    offs = start + tl.arange(0, CHUNK)
+    offs = start + tl.max_contiguous(tl.arange(0, CHUNK), 1)  # one entry per thread, as the segment
     in_range = offs < count
     entry = tl.load(entries + offs, mask=in_range, other=0)
     x = (entry & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
@@ -130,6 +155,23 @@ def column_major_count(flags, ROWS: tl.constexpr, THREADS: tl.constexpr):
     columns = tl.sum(grid, axis=0)
     grid = tl.cumsum(grid, axis=0) + (tl.cumsum(columns, axis=0) - columns)[None, :]
     return tl.reshape(grid, [ROWS * THREADS])
+
+
+@triton.jit
+def smem_histogram(bucket, after, ROWS: tl.constexpr, THREADS: tl.constexpr, BINS: tl.constexpr):
+    """Counts of ``bucket`` [ROWS * THREADS] (int32 in [0, BINS), -1 not counted; every entry in
+    one thread: no replicated layout) as a [THREADS] histogram in the column layout, zero past
+    BINS (BINS <= THREADS). ``after``: a value the zero step waits for (the last result that
+    used Triton's shared buffers)."""
+    grid = tl.reshape(bucket, [ROWS, THREADS])
+    column = tl.min(tl.reshape(tl.arange(0, ROWS * THREADS), [ROWS, THREADS]), axis=0)  # in registers
+    bins = tl.full([THREADS], BINS, tl.int32)
+    zero = tl.inline_asm_elementwise(_SMEM_ZERO, "=r,r,r,r", [column, after + tl.zeros_like(column), bins],
+                                     dtype=tl.int32, is_pure=True, pack=1)
+    added = tl.inline_asm_elementwise(_SMEM_ADD, "=r,r,r", [grid, tl.broadcast_to(zero[None, :], (ROWS, THREADS))],
+                                      dtype=tl.int32, is_pure=True, pack=1)
+    return tl.inline_asm_elementwise(_SMEM_READ, "=r,r,r,r", [column, tl.sum(added, axis=0), bins],
+                                     dtype=tl.int32, is_pure=True, pack=1)
 
 
 @triton.jit
@@ -230,28 +272,38 @@ def topk_segment_kernel(
     THREADS: tl.constexpr,
     CHUNK: tl.constexpr,
     BINS: tl.constexpr,
+    SMEM: tl.constexpr,
 ):
     """Top-k of segment ``program_id(1)`` of row ``program_id(0)``, written at
     ``out + row * out_stride + segment * k`` (-inf / -1 where it has fewer than k).
 
     CANDIDATES=False: the input is logits, valid where ``j < row_ends[row]``.
     CANDIDATES=True: the input is a previous pass's (values, indices), valid where index >= 0.
-    ``scratch_ptr``: int64, ``scratch_stride`` (>= BLOCK) per program.
+    ``scratch_ptr``: int64, ``scratch_stride`` (>= BLOCK) per program. SMEM: the coarse histogram
+    in shared memory (NVIDIA only; BLOCK >= THREADS >= BINS, THREADS = 32 * num_warps).
 
-    Layout (speed only, not correctness): the row strides and the scratch stride are not
-    specialized (not known to be multiples of 16), so no access is vectorized and every tensor
-    of the segment takes the one-entry-per-thread layout (coalesced across the warp) of the
-    scattered stores: entry r * THREADS + t lives in thread t (THREADS = 32 * num_warps), and
-    no tensor is converted between layouts through shared memory. The compaction's running
-    counts then go down each thread's entries in registers, and only the per-thread totals
-    are scanned across threads. Vectorized loads would put 4 entries per thread and force a
-    shared-memory conversion of the whole segment before the scattered stores.
+    Layout: every arange that addresses memory is declared one-contiguous (``max_contiguous``),
+    so that no access is vectorized, whatever the strides' divisibility (the launcher leaves the
+    strides unspecialized; Inductor's generated code may mark them divisible by 16). Every
+    tensor of the segment then takes the one-entry-per-thread layout (coalesced across the warp)
+    of the scattered stores: entry r * THREADS + t lives in thread t (THREADS = 32 * num_warps),
+    and no tensor is converted between layouts through shared memory. The compaction's running
+    counts go down each thread's entries in registers, and only the per-thread totals are
+    scanned across threads. Vectorized loads would put 4 entries per thread and force a
+    shared-memory conversion of the whole segment before the scattered stores. The
+    shared-memory histogram needs this layout for correctness, not only speed (its steps run
+    once per thread, with no Triton buffer between them); tests/test_topk.py checks that the
+    kernel compiled both ways is the same PTX.
     """
     ROWS: tl.constexpr = BLOCK // THREADS
     row = tl.program_id(0).to(tl.int64)
     segment = tl.program_id(1)
     program = row * tl.num_programs(1) + segment
-    offs = tl.arange(0, BLOCK)
+    # One entry per thread in every access (here and in every other arange that addresses
+    # memory), whatever the strides' divisibility: Inductor specializes strides divisible by 16,
+    # which would vectorize the loads, convert layouts through shared memory, and break the
+    # shared-memory histogram's one-instance-per-thread steps.
+    offs = tl.max_contiguous(tl.arange(0, BLOCK), 1)
     j = segment * segment_len + offs
     in_segment = (offs < segment_len) & (j < width)
     values_at = values_ptr + row * values_stride + j
@@ -269,6 +321,10 @@ def topk_segment_kernel(
     out = row * out_stride + segment * k
 
     if take > 0:
+        if SMEM:
+            # Sizes Triton's shared allocation to at least 4 * BINS bytes: a histogram of BINS
+            # entries (all ones). Its sum is an operand of the zero step.
+            allocated = tl.sum(tl.histogram(tl.arange(0, BINS), BINS), axis=0)
         # 1. Coarse buckets: a monotone map of the value over the finite range [lo, hi].
         finite = valid & (tl.abs(x) < float("inf"))
         lo, hi = tl.reduce((tl.where(finite, x, float("inf")), tl.where(finite, x, float("-inf"))), 0, _min_max)
@@ -284,7 +340,11 @@ def topk_segment_kernel(
         # Round to an integer by the 2**23 trick (monotone, no conversion instruction).
         bucket = (t + 8388608.0).to(tl.int32, bitcast=True) - 0x4B000000
         bucket = tl.where(valid, tl.minimum(tl.maximum(bucket, 0), BINS - 1), -1)
-        hist = tl.histogram(tl.maximum(bucket, 0), BINS, mask=bucket >= 0)
+        if SMEM:
+            # Counted in shared memory after the range's reduction (its result is an operand).
+            hist = smem_histogram(bucket, lo.to(tl.int32, bitcast=True) ^ allocated, ROWS, THREADS, BINS)
+        else:
+            hist = tl.histogram(tl.maximum(bucket, 0), BINS, mask=bucket >= 0)
         b, n_above, n_cand = bucket_search(hist, take, BLOCK >= 2**20)
         needed = take - n_above
 
@@ -317,7 +377,7 @@ def topk_segment_kernel(
         tl.debug_barrier()
 
         # The entries above bucket b are selected: copy them to the output.
-        chunk = tl.arange(0, CHUNK)
+        chunk = tl.max_contiguous(tl.arange(0, CHUNK), 1)
         for start in range(0, n_above, CHUNK):
             entry = tl.load(scratch + start + chunk, mask=start + chunk < n_above, other=0)
             xc = (entry & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
@@ -349,7 +409,7 @@ def topk_segment_kernel(
             written = store_chosen(xc, indexc, select_key(xc, inc), inc, threshold, last_index, out_values_ptr,
                                    out_indices_ptr, written, out + k)
 
-    pad = tl.arange(0, CHUNK)
+    pad = tl.max_contiguous(tl.arange(0, CHUNK), 1)
     for start in range(take, k, CHUNK):
         tl.store(out_values_ptr + out + start + pad, float("-inf"), mask=start + pad < k)
         tl.store(out_indices_ptr + out + start + pad, -1, mask=start + pad < k)
@@ -358,14 +418,15 @@ def topk_segment_kernel(
 def launch_select_topk(
     logits: torch.Tensor, row_ends: torch.Tensor, k: int, sorted: bool, **tuning
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``tuning`` (segment, num_warps, chunk, bins) is for benchmarks/kernel_variants.py, not part of the API.
+    """``tuning`` (segment, num_warps, chunk, bins, smem) is for benchmarks and tests, not part of the API.
 
     segment: entries per program (rounded up to a power of 2, at least 2 * next_power_of_2(k));
-    rows wider than that take more passes. num_warps: 16 keeps a 16384-entry segment in
-    registers (32 entries per thread, 128 registers). chunk: candidates per refinement step
+    rows wider than that take more passes. num_warps: 16 (64 entries per thread, 128 registers). chunk: candidates per refinement step
     (the first chunk stays in registers). bins: coarse buckets, a power of 2 (64 leaves about
     half the candidates of 32 for one more ballot per entry; H200, 64 x 32768, same run: 32.1
-    vs 34.0 us).
+    vs 34.0 us). smem: the coarse histogram in shared memory (default on NVIDIA GPUs; a pass
+    whose block has fewer entries than threads, or whose threads are fewer than the bins,
+    counts with ``tl.histogram``).
     """
     rows, width = logits.shape
     device = logits.device
@@ -379,21 +440,31 @@ def launch_select_topk(
         # here, as the reference backend takes them too.
         logits = logits.contiguous()
     gpu = device.type == "cuda"
-    # A segment lives in registers: 32 entries per thread at 16 warps.
-    segment = tuning.get("segment", 16384 if gpu else 256)
+    # A segment lives in registers: 64 entries per thread at 16 warps (on sm_90, 344 bytes of
+    # them spill to local memory; still the fastest measured: H200, 64 x 32768, same run, 27.2
+    # us against 29.9 at 16384 and 31.3 at 32768 x 32 warps).
+    segment = tuning.get("segment", 32768 if gpu else 256)
     segment = max(triton.next_power_of_2(segment), 2 * triton.next_power_of_2(k))
     num_warps = tuning.get("num_warps", 16 if gpu else 4)
     chunk = tuning.get("chunk", 1024 if gpu else 128)
     bins = tuning.get("bins", 64)
+    smem = tuning.get("smem", gpu and torch.version.hip is None)
 
     def run(src_values, src_stride, src_indices, src_indices_stride, n, segment_len, segments, block, out_v, out_i, out_stride):
         scratch = torch.empty((rows * segments, block), dtype=torch.int64, device=device)
+        threads = 32 * num_warps
+        # The shared-memory histogram counts each entry once: a block with fewer entries than
+        # threads (a replicated layout) counts with tl.histogram. num_warps stays a constant: a
+        # launch's warps cannot depend on a dynamic width under torch.compile. A block that is n
+        # rounded up to a power of 2 is asked of n, so that a dynamic width guards on n only.
+        fills = block >= threads if isinstance(block, int) else bool(2 * n > threads)
+        shared = smem and threads >= bins and fills
         wrap_triton(topk_segment_kernel)[(rows, segments)](
             src_values, src_stride, src_values if src_indices is None else src_indices, src_indices_stride,
             row_ends, n, segment_len, k,
             out_v, out_i, out_stride, scratch, block,
-            CANDIDATES=src_indices is not None, BLOCK=block, THREADS=min(block, 32 * num_warps),
-            CHUNK=min(chunk, block), BINS=bins,
+            CANDIDATES=src_indices is not None, BLOCK=block, THREADS=min(block, threads),
+            CHUNK=min(chunk, block), BINS=bins, SMEM=shared,
             num_warps=num_warps,
         )
 
