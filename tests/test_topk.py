@@ -296,7 +296,7 @@ def test_shared_histogram_order_in_sm90_ptx():
     from test_prmt import _NEEDS_SM90_TOOLS, run_sm90_script
 
     launches = json.loads(run_sm90_script(_NEEDS_SM90_TOOLS + _TOPK_PTX).splitlines()[-1])
-    assert {form["SMEM"] for form, _, _, _, _ in launches} == {True, False}  # 20 keys: one warp, fewer threads than bins
+    assert {form["SMEM"] for form, _, _, _, _ in launches} == {True, False}  # 20 keys: a block of 32, fewer entries than threads
     for form, warps, shared, ptx, inductor_ptx in launches:
         assert normalized_ptx(inductor_ptx) == normalized_ptx(ptx), form
         lines = ptx.splitlines()

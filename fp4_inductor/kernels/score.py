@@ -439,7 +439,9 @@ def score_request(
     program_id(1) on, in steps of num_programs(1)); returns ``fewest`` (MODE 1), updated."""
     N: tl.constexpr = ROWS * HEADS
     M: tl.constexpr = 64 * TILE_PAGES
-    # Rows end at the launch's last row, whatever query_starts says.
+    # Rows end at the launch's last row, whatever query_starts says. (Written out here, in
+    # request_units and in the kernel's per-request loop: with one @triton.jit helper for the
+    # three, Inductor's analysis (torch 2.13) reports query_starts and row_ends as written.)
     request_start = tl.minimum(tl.load(query_starts_ptr + request), num_rows)
     request_rows = tl.minimum(tl.load(query_starts_ptr + request + 1), num_rows) - request_start
     # Row blocks beyond the launch's (sized from max_query_len) are taken in turn by the

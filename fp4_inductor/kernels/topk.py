@@ -296,6 +296,9 @@ def topk_segment_kernel(
     kernel compiled both ways is the same PTX.
     """
     ROWS: tl.constexpr = BLOCK // THREADS
+    # The shared histogram counts each entry once only without a replicated layout: the launcher
+    # also keeps THREADS = 32 * num_warps for it, which the kernel cannot check.
+    tl.static_assert(not SMEM or (BLOCK >= THREADS and THREADS >= BINS))
     row = tl.program_id(0).to(tl.int64)
     segment = tl.program_id(1)
     program = row * tl.num_programs(1) + segment
@@ -323,7 +326,8 @@ def topk_segment_kernel(
     if take > 0:
         if SMEM:
             # Sizes Triton's shared allocation to at least 4 * BINS bytes: a histogram of BINS
-            # entries (all ones). Its sum is an operand of the zero step.
+            # entries (its counts are not used; its sum is an operand of the zero step, which
+            # keeps it in the code).
             allocated = tl.sum(tl.histogram(tl.arange(0, BINS), BINS), axis=0)
         # 1. Coarse buckets: a monotone map of the value over the finite range [lo, hi].
         finite = valid & (tl.abs(x) < float("inf"))
@@ -421,7 +425,8 @@ def launch_select_topk(
     """``tuning`` (segment, num_warps, chunk, bins, smem) is for benchmarks and tests, not part of the API.
 
     segment: entries per program (rounded up to a power of 2, at least 2 * next_power_of_2(k));
-    rows wider than that take more passes. num_warps: 16 (64 entries per thread, 128 registers). chunk: candidates per refinement step
+    rows wider than that take more passes. num_warps: 16 (at the GPU's default segment of 32768,
+    64 entries per thread in 128 registers). chunk: candidates per refinement step
     (the first chunk stays in registers). bins: coarse buckets, a power of 2 (64 leaves about
     half the candidates of 32 for one more ballot per entry; H200, 64 x 32768, same run: 32.1
     vs 34.0 us). smem: the coarse histogram in shared memory (default on NVIDIA GPUs; a pass
