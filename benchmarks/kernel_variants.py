@@ -32,14 +32,18 @@ for rows, width in ((64, 32768), (32, 131072)):
     row_ends = torch.full((rows,), width, device=device, dtype=torch.int32)
     ref = graph_us(lambda: torch.topk(logits, 2048, dim=1, sorted=False))
     print(f"torch.topk {rows}x{width}: {ref:.1f} us (CUDA graph)")
-    # segment: entries per program, segment / (32 * warps) per thread; chunk: refinement step.
-    for segment, warps, chunk in ((16384, 16, 1024), (16384, 16, 512), (16384, 32, 1024), (8192, 8, 1024),
-                                  (8192, 16, 1024), (32768, 16, 2048), (32768, 32, 1024)):
+    # segment: entries per program, segment / (32 * warps) per thread; chunk: refinement step;
+    # smem: the coarse histogram in shared memory (the GPU default) or tl.histogram. Selections
+    # are checked against the tl.histogram form's.
+    want = torch.sort(launch_select_topk(logits, row_ends, 2048, False, smem=False)[1], dim=1).values
+    for tuning in (dict(), dict(smem=False), dict(segment=16384), dict(segment=16384, smem=False),
+                   dict(segment=32768, num_warps=32), dict(segment=8192, num_warps=8), dict(bins=128),
+                   dict(chunk=512)):
+        got = torch.sort(launch_select_topk(logits, row_ends, 2048, False, **tuning)[1], dim=1).values
+        assert torch.equal(got, want), tuning
         with set_wrap_triton_enabled(False):  # plain launches, as inside the op
-            us = graph_us(lambda: launch_select_topk(logits, row_ends, 2048, False, segment=segment,
-                                                     num_warps=warps, chunk=chunk))
-        print(f"  select_topk {rows}x{width} segment={segment} warps={warps} chunk={chunk}: {us:.1f} us "
-              f"({ref / us:.2f}x)", flush=True)
+            us = graph_us(lambda: launch_select_topk(logits, row_ends, 2048, False, **tuning))
+        print(f"  select_topk {rows}x{width} {tuning or 'default'}: {us:.1f} us ({ref / us:.2f}x)", flush=True)
     eager = median_us(lambda: fp4.select_topk(logits, row_ends, 2048), 100)
     print(f"  fp4.select_topk {rows}x{width} eager, host included: {eager:.1f} us", flush=True)
 
