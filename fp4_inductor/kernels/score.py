@@ -18,8 +18,9 @@ per SM; with more (two-row blocks) 8 warps, one program per SM, two tiles per st
 E2M1 values times 2 are the integers {0, 1, 2, 3, 4, 6, 8, 12}. Within one
 key (and one query head) the four group scales usually differ by at most
 2**3, so each group is shifted left by 3 minus its distance to the largest
-scale (``FOLD_LIMIT``; 12 << 3 = 96 still fits int8) and the whole 128-element dot runs as one int8 x int8 -> int32 product: exact,
-whatever the order of accumulation. The largest scales come back as one
+scale (``FOLD_LIMIT``; 12 << 3 = 96 still fits int8) and the whole
+128-element dot runs as one int8 x int8 -> int32 product: exact, whatever the
+order of accumulation. The largest scales come back as one
 factor per key and one per column, and since ``relu(a * s) = s * relu(a)``
 for ``s > 0`` the per-column factor folds into the head weights:
 

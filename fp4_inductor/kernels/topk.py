@@ -453,17 +453,18 @@ def launch_select_topk(
     num_warps = tuning.get("num_warps", 16 if gpu else 4)
     chunk = tuning.get("chunk", 1024 if gpu else 128)
     bins = tuning.get("bins", 64)
-    smem = tuning.get("smem", gpu and torch.version.hip is None)
+    threads = 32 * num_warps
+    # The shared-memory histogram needs a thread per bin.
+    smem = tuning.get("smem", gpu and torch.version.hip is None) and threads >= bins
 
     def run(src_values, src_stride, src_indices, src_indices_stride, n, segment_len, segments, block, out_v, out_i, out_stride):
         scratch = torch.empty((rows * segments, block), dtype=torch.int64, device=device)
-        threads = 32 * num_warps
         # The shared-memory histogram counts each entry once: a block with fewer entries than
         # threads (a replicated layout) counts with tl.histogram. num_warps stays a constant: a
         # launch's warps cannot depend on a dynamic width under torch.compile. A block that is n
         # rounded up to a power of 2 is asked of n, so that a dynamic width guards on n only.
         fills = block >= threads if isinstance(block, int) else bool(2 * n > threads)
-        shared = smem and threads >= bins and fills
+        shared = smem and fills
         wrap_triton(topk_segment_kernel)[(rows, segments)](
             src_values, src_stride, src_values if src_indices is None else src_indices, src_indices_stride,
             row_ends, n, segment_len, k,
