@@ -32,13 +32,13 @@ for rows, width in ((64, 32768), (32, 131072)):
     row_ends = torch.full((rows,), width, device=device, dtype=torch.int32)
     ref = graph_us(lambda: torch.topk(logits, 2048, dim=1, sorted=False))
     print(f"torch.topk {rows}x{width}: {ref:.1f} us (CUDA graph)")
-    # segment: entries per program, segment / (32 * warps) per thread; chunk: refinement step;
-    # smem: the coarse histogram in shared memory (the GPU default) or tl.histogram. Selections
-    # are checked against the tl.histogram form's.
+    # segment: entries per program, segment / (32 * warps) per thread; radix_bits: digits of the
+    # threshold search; smem: the histograms in shared memory (the GPU default) or tl.histogram.
+    # Selections are checked against the tl.histogram form's.
     want = torch.sort(launch_select_topk(logits, row_ends, 2048, False, smem=False)[1], dim=1).values
     for tuning in (dict(), dict(smem=False), dict(segment=16384), dict(segment=16384, smem=False),
-                   dict(segment=32768, num_warps=32), dict(segment=8192, num_warps=8), dict(bins=128),
-                   dict(chunk=512)):
+                   dict(segment=32768, num_warps=32), dict(segment=8192, num_warps=8), dict(radix_bits=7),
+                   dict(radix_bits=6)):
         got = torch.sort(launch_select_topk(logits, row_ends, 2048, False, **tuning)[1], dim=1).values
         assert torch.equal(got, want), tuning
         with set_wrap_triton_enabled(False):  # plain launches, as inside the op

@@ -64,9 +64,9 @@ for next_n in (1, 2):
                                  asm=True, exact=exact)
     score.launch_score_paged(out, torch.randn(rows, 64, 128), None, cache, weights, block_table, query_starts,
                              row_ends, next_n, asm=True)
-for smem in (False, True):  # the GPU's form: the coarse histogram in shared memory (pure asm)
+for smem in (False, True):  # the GPU's form: the histograms in shared memory (pure asm)
     topk.launch_select_topk(torch.randn(4, 40000), torch.full((4,), 40000, dtype=torch.int32), 2048, False,
-                            smem=smem, segment=32768, num_warps=16, chunk=1024)
+                            smem=smem, segment=32768, num_warps=16)
 result = []
 for kernel, named in launches:
     form = {k: v for k, v in named.items() if k.isupper() and k != "DOT_DTYPE"}
@@ -78,7 +78,7 @@ EXPECTED = {
     "store_keys_kernel": ["cache_ptr"],
     "quantize_queries_kernel": ["payload_ptr", "scales_ptr"],
     "score_paged_kernel": ["flags_ptr", "out_ptr"],
-    "topk_segment_kernel": ["out_indices_ptr", "out_values_ptr", "scratch_ptr"],
+    "topk_segment_kernel": ["out_indices_ptr", "out_values_ptr"],
 }
 
 

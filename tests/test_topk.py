@@ -128,7 +128,7 @@ def hard_rows(gen, rows, width):
     ]
     for r in range(rows):
         x[r] = kinds[r % len(kinds)](width)
-    x[0, width // 2] = 1e30  # one huge value stretches the coarse buckets
+    x[0, width // 2] = 1e30  # one huge value stretches the keys' range
     return x
 
 
@@ -183,14 +183,16 @@ def test_topk_logits_with_any_key_stride(backend_device, gen):
 
 @pytest.mark.parametrize(
     "tuning, k",
-    [(dict(segment=64, chunk=16), 5), (dict(segment=128, chunk=32, bins=32), 30), (dict(segment=4096), 200), (dict(num_warps=1), 30),
-     (dict(smem=False), 30), (dict(segment=256, num_warps=8, bins=256), 30)],
-    ids=["small-segments-and-chunks", "segment128", "one-segment", "one-warp", "tl-histogram", "bins256"],
+    [(dict(segment=64, radix_bits=2), 5), (dict(segment=128, radix_bits=4), 30), (dict(segment=4096), 200),
+     (dict(num_warps=1), 30), (dict(smem=False), 30), (dict(segment=256, num_warps=8, radix_bits=8), 30),
+     (dict(segment=4096, num_warps=1), 200)],
+    ids=["small-segments-and-digits", "segment128", "one-segment", "one-warp", "tl-histogram", "radix8",
+         "one-warp-32-rows-per-thread"],
 )
 def test_topk_launch_tuning_variants(tuning, k, backend_device, gen):
-    """The launcher's knobs (segment size, refinement chunk, warps, bins, where the coarse
-    histogram is counted) never change the selection. On the GPU the shared-memory histogram is
-    the default; one warp (fewer threads than bins) falls back to ``tl.histogram``."""
+    """The launcher's knobs (segment size, warps, digits of the threshold search, where the
+    histograms are counted) never change the selection. On the GPU the shared-memory histogram is
+    the default; one warp takes 5-bit digits there (a thread per bin)."""
     backend, device = backend_device
     if backend != "triton":
         pytest.skip("launcher knobs exist for the Triton kernel only")
@@ -203,10 +205,10 @@ def test_topk_launch_tuning_variants(tuning, k, backend_device, gen):
     assert_same_selection(logits, row_ends, k, values, indices)
 
 
-@pytest.mark.parametrize("chunk", [16, 1024])
-def test_topk_refinement_over_adjacent_keys(chunk, backend_device, gen):
+@pytest.mark.parametrize("radix_bits", [3, 8])
+def test_topk_refinement_over_adjacent_keys(radix_bits, backend_device, gen):
     """Rows of adjacent floats (consecutive bit patterns, shuffled) and of a few equal runs:
-    the threshold search over the candidates' own key range descends several levels, stops
+    the threshold search over the keys' own range descends several levels, stops
     on a bucket needed whole or on a single key, and breaks ties by index."""
     backend, device = backend_device
     if backend != "triton":
@@ -223,7 +225,25 @@ def test_topk_refinement_over_adjacent_keys(chunk, backend_device, gen):
     logits = torch.stack(rows + [runs, -runs])
     row_ends = torch.tensor([width, 1499, 1024, 777, width, 1001], dtype=torch.int32)
     for k in (1, 33, 100, 511):
-        values, indices = launch_select_topk(logits.to(device), row_ends.to(device), k, False, segment=512, chunk=chunk)
+        values, indices = launch_select_topk(logits.to(device), row_ends.to(device), k, False, segment=512,
+                                             radix_bits=radix_bits)
+        assert_same_selection(logits, row_ends, k, values, indices)
+
+
+def test_topk_compaction_over_many_rows_per_thread(backend_device, gen):
+    """One warp over 4096-entry blocks: 128 entries per thread, so the compaction walks four words
+    of row bits per thread (bit 31 included); hard rows, ragged ends, k up to 1500."""
+    backend, device = backend_device
+    if backend != "triton":
+        pytest.skip("the compaction is the Triton kernel's")
+    from fp4_inductor.kernels.topk import launch_select_topk
+
+    width = 3000
+    logits = hard_rows(gen, 6, width)
+    row_ends = torch.tensor([width, 2999, 2048, 1500, 100, 4000], dtype=torch.int32)
+    for k in (700, 1500):
+        values, indices = launch_select_topk(logits.to(device), row_ends.to(device), k, False, segment=4096,
+                                             num_warps=1)
         assert_same_selection(logits, row_ends, k, values, indices)
 
 
@@ -233,7 +253,7 @@ def test_topk_refinement_over_adjacent_keys(chunk, backend_device, gen):
 def test_topk_full_width_rows_on_gpu(smem, gen):
     """The GPU's launch (16 warps over 32768-entry segments, then a pass over the candidates) on
     rows wider than a segment, each a hard case, with ragged ends: both ways of counting the
-    coarse histogram select the reference's sets."""
+    histograms select the reference's sets."""
     from fp4_inductor.kernels.topk import launch_select_topk
 
     width, k = 70000, 2048
@@ -262,7 +282,7 @@ class Capture:  # the launcher's launches for the GPU (its defaults), not run
 topk.wrap_triton = lambda kernel: Capture()
 for rows, width, k in ((64, 32768, 2048), (4, 131072, 2048), (3, 5000, 300), (2, 20, 7)):
     topk.launch_select_topk(torch.randn(rows, width), torch.full((rows,), width, dtype=torch.int32), k, False,
-                            smem=True, segment=32768, num_warps=16, chunk=1024)
+                            smem=True, segment=32768, num_warps=16)
 out = []
 for form, warps in {json.dumps(f, sort_keys=True): f for f in forms}.values():
     compiled = compile_topk(topk.topk_segment_kernel, form, warps)
@@ -281,10 +301,11 @@ def normalized_ptx(ptx: str) -> list[str]:
 
 
 def test_shared_histogram_order_in_sm90_ptx():
-    """The GPU launches compiled for sm_90 by the installed Triton: where the coarse histogram is
-    counted in shared memory, the allocation holds its bins, and between the zero step and the
+    """The GPU launches compiled for sm_90 by the installed Triton: where the histograms are
+    counted in shared memory, the allocation holds their bins, and between the zero step and the
     read (each with its barriers) the PTX touches shared memory only through the counting
-    ``red.shared.add``: no buffer of Triton's is live in between. The asm steps are pure (for
+    ``red.shared.add``: no buffer of Triton's is live in between. That holds for both histograms
+    (the threshold search's and the tie search's). The asm steps are pure (for
     Inductor's analysis), so this order is the compiler's to keep; this test checks it does.
 
     Inductor's generated code may mark the strides divisible by 16, which vectorizes loads
@@ -305,10 +326,14 @@ def test_shared_histogram_order_in_sm90_ptx():
         if not form["SMEM"]:
             assert not zero and not read
             continue
-        assert shared >= 4 * form["BINS"], (form, shared)
-        assert len(zero) == 1 and len(read) == 1 and zero[0] < read[0], form
-        between = [line.strip() for line in lines[zero[0] + 1:read[0]]]
-        adds = [line for line in between if "red.shared.add.u32" in line]
-        assert len(adds) == form["BLOCK"] // form["THREADS"], (form, len(adds))
-        other = [line for line in between if ".shared" in line and "red.shared.add.u32" not in line]
-        assert not other, (form, other[:3])
+        assert shared >= 4 << form["RADIX_BITS"], (form, shared)
+        # Two histograms: the threshold search's and the tie search's (each search a loop whose
+        # body holds one).
+        assert len(zero) == len(read) == 2, (form, len(zero), len(read))
+        assert all(z < r for z, r in zip(zero, read)) and all(r < z for r, z in zip(read, zero[1:])), form
+        for z, r in zip(zero, read):
+            between = [line.strip() for line in lines[z + 1:r]]
+            adds = [line for line in between if "red.shared.add.u32" in line]
+            assert len(adds) == form["BLOCK"] // form["THREADS"], (form, len(adds))
+            other = [line for line in between if ".shared" in line and "red.shared.add.u32" not in line]
+            assert not other, (form, other[:3])

@@ -44,7 +44,7 @@ def compile_topk(kernel, form: dict, num_warps: int, divisible_ints: bool = Fals
     ``divisible_ints`` as Inductor's generated code may (every int argument divisible by 16)."""
     params = list(inspect.signature(kernel.fn).parameters)
     pointers = {"values_ptr": "*fp32", "indices_ptr": "*i32", "row_ends_ptr": "*i32", "out_values_ptr": "*fp32",
-                "out_indices_ptr": "*i32", "scratch_ptr": "*i64"}
+                "out_indices_ptr": "*i32"}
     signature = {p: "constexpr" if p in form else pointers.get(p, "i32") for p in params}
     aligned = {p for p in params if p in pointers or (divisible_ints and signature[p] == "i32")}
     attrs = {(i,): [["tt.divisibility", 16]] for i, p in enumerate(params) if p in aligned}

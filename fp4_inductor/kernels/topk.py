@@ -1,30 +1,31 @@
-"""Per-row top-k by an exact bucket-then-radix selection, in one or more passes.
+"""Per-row top-k by an exact radix selection over a segment held in registers.
 
-A program holds one segment of a row in registers and selects its top-k in
-three steps, all exact:
+A program holds one segment of a row in registers, as order-preserving uint32
+keys, finds the exact threshold of its top-k in histogram passes over those
+registers, and writes the chosen entries in one compaction:
 
-1. Coarse buckets. Each valid entry gets a bucket in [0, BINS) from a linear
-   map of its value over the segment's finite range (NaN and -inf go to bucket
-   0, +inf to the last). The map only has to be monotone: equal values share a
-   bucket and a larger value never gets a lower one, whatever the rounding. One
-   histogram (64 bins by default) finds the bucket ``b`` holding the k-th
-   largest entry. On NVIDIA GPUs it is counted in shared memory by PTX atomics
-   (``smem_histogram``); elsewhere, and in the interpreter, by ``tl.histogram``.
-2. Compaction (one scan). The entries above bucket ``b`` and then those of
-   bucket ``b`` (the candidates, typically a few hundred) are copied to a
-   per-program scratch area as (value bits, index) pairs; the first group is
-   selected and copied on to the output.
-3. Refinement on the candidates only: a radix select on the order-preserving
-   uint32 key finds the exact threshold key ``t`` and how many entries equal to
-   it to keep. Its digits are relative to the candidates' own key range (5
-   bits, 32-bin histograms) and it stops as soon as the bucket holding the
-   threshold is needed whole: 2-3 passes for a typical candidate set, where
-   fixed digits of the whole key take 7. When only some of the ties are kept, a
-   second radix select over their indices picks the lowest ones. The chosen
-   candidates are written after the entries of step 2.
+1. Radix search over the keys' own range: the first pass splits [lowest,
+   highest] of the valid keys into at most 2**RADIX_BITS buckets of 2**shift
+   keys (shift from the span's bit length) and counts the keys in each; the
+   bucket holding the k-th largest key becomes the next interval, split again
+   by the next pass. It stops as soon as that bucket is needed whole (its
+   lowest key is then the threshold, every key at or above it chosen) or holds
+   a single key. When only some of the entries equal to the threshold are
+   kept, the same search over keys built from their indices picks the lowest
+   indices.
+2. One compaction: each thread's chosen entries (key above the threshold, or
+   equal to it at an index up to the last tie kept) become bit masks of its
+   rows; a scan of the per-thread counts gives each thread its first output,
+   and the thread walks its set bits, reading the value and index of those
+   entries only.
+
+On NVIDIA GPUs every histogram is counted in shared memory by PTX atomics
+(``smem_histogram``, 8-bit digits, a thread per bin); elsewhere, and in the
+interpreter, by ``tl.histogram`` (5-bit digits, where its warp ballots stay
+cheap).
 
 Floats become uint32 keys whose unsigned order is the float order, NaN lowest
-and -0.0 == +0.0; a key of 0 marks an entry that is not a candidate. Values are
+and -0.0 == +0.0; a key of 0 marks an entry that is not valid. Values are
 written with their own bits (NaN payloads and -0.0 kept).
 
 Long rows are split: a pass selects each segment's top-k, the next one the
@@ -32,7 +33,8 @@ top-k of those candidates (repeated while a row has more candidates than a
 segment). That is exact: a member of the row's top-k is in its segment's top-k
 (ties included, since every pass breaks ties toward the lower index by the
 index itself, not by position). Entries at ``j >= row_ends[r]`` are never
-candidates. The order of the selection within a row is unspecified.
+candidates. The order of the selection within a row is unspecified (and the
+same on every call).
 """
 
 from __future__ import annotations
@@ -44,28 +46,28 @@ from torch.library import wrap_triton
 
 from ..reference import order_keys
 
-# Refinement digits: 32 bins, so that the bucket search stays inside a warp.
-RADIX_BITS = tl.constexpr(5)
-RADIX_BINS = tl.constexpr(32)
-
-# The coarse histogram in shared memory, in three PTX steps that all threads run once each, in
-# the column layout of ``column_major_count`` (thread t holds column t). Triton has no shared
-# atomics: ``tl.histogram`` spends about 30 instructions per entry on warp ballots, a shared
-# ``red.add`` one. Triton allocates its own shared buffers from ``global_smem`` too, so the
-# counters use its first 4 * BINS bytes only between barriers inside the asm: zero (after every
-# thread is past the shared buffers used before, and trapping if the launch has fewer bytes),
-# add, read (then a barrier before Triton's next buffer). The asm is pure, so that Inductor's
-# analysis sees which tensors the kernel writes; the order of the steps is kept by data: each
-# step takes the previous one's result (and the zero step the segment's range) as an operand.
-# One line each: Inductor copies constexpr globals into its generated code.
+# The histograms in shared memory, in three PTX steps that all threads run once each, in the
+# column layout of the segment (thread t holds column t). Triton has no shared atomics:
+# ``tl.histogram`` spends about 30 instructions per entry on warp ballots at 64 bins (80 at 256),
+# a shared ``red.add`` a few. Triton allocates its own shared buffers from ``global_smem`` too, so
+# the counters use its first 4 * BINS bytes only between barriers inside the asm: zero (after
+# every thread is past the shared buffers used before, and trapping if the launch has fewer
+# bytes), add, read (then a barrier before Triton's next buffer). The asm is pure, so that
+# Inductor's analysis sees which tensors the kernel writes; the order of the steps is kept by
+# data: each step takes the previous one's result (and the zero step the search's interval) as
+# an operand. One line each: Inductor copies constexpr globals into its generated code.
 _SMEM_ZERO = tl.constexpr(
     "{ .reg .u32 a, n; .reg .pred p; bar.sync 0; mov.u32 n, %dynamic_smem_size; shl.b32 a, $3, 2; "
     "setp.lt.u32 p, n, a; @p trap; setp.lt.u32 p, $1, $3; mov.u32 a, global_smem; mad.lo.u32 a, $1, 4, a; "
     "@p st.shared.u32 [a], 0; bar.sync 0; mov.u32 $0, 0; }"
 )
+# The add step: the digit (key - lo) >> shift of a key in [lo, top], formed in the asm so that no
+# tensor of digits is live next to the keys (ptxas would form all of a thread's digits before its
+# first add, and spill).
 _SMEM_ADD = tl.constexpr(
-    "{ .reg .u32 a; .reg .pred p; setp.ge.s32 p, $1, 0; mov.u32 a, global_smem; mad.lo.u32 a, $1, 4, a; "
-    "@p red.shared.add.u32 [a], 1; mov.u32 $0, $2; }"
+    "{ .reg .u32 a, d; .reg .pred p, q; setp.ge.u32 p, $1, $2; setp.le.u32 q, $1, $3; and.pred p, p, q; "
+    "sub.u32 d, $1, $2; shr.u32 d, d, $4; mov.u32 a, global_smem; mad.lo.u32 a, d, 4, a; "
+    "@p red.shared.add.u32 [a], 1; mov.u32 $0, $5; }"
 )
 _SMEM_READ = tl.constexpr(
     "{ .reg .u32 a, v; .reg .pred p; bar.sync 0; setp.lt.u32 p, $1, $3; mov.u32 v, 0; mov.u32 a, global_smem; "
@@ -82,35 +84,6 @@ def select_key(x, valid):
     key = (bits ^ ((bits >> 31) | (-2147483648))).to(tl.uint32, bitcast=True)
     key = tl.where(x != x, 1, key)
     return tl.where(valid, key, 0).to(tl.uint32)
-
-
-@triton.jit
-def candidate_key(x, index, in_range, tie_key, TIES: tl.constexpr):
-    """The key a refinement pass ranks by. TIES=False: the value's key. TIES=True: among
-    entries whose value key is ``tie_key``, the lower index ranks higher; others get 0."""
-    key = select_key(x, in_range)
-    if TIES:
-        lower_first = (2147483647 - index).to(tl.uint32, bitcast=True) | 0x80000000
-        key = tl.where(in_range & (key == tie_key), lower_first, 0).to(tl.uint32)
-    return key
-
-
-@triton.jit
-def pack_entry(x, index):
-    """(value, index) as one int64: the value's bits low, the index high."""
-    bits = x.to(tl.int32, bitcast=True).to(tl.uint32, bitcast=True).to(tl.int64)
-    return (index.to(tl.int64) << 32) | bits
-
-
-@triton.jit
-def load_entries(entries, start, count, CHUNK: tl.constexpr):
-    """Entries ``start .. start + CHUNK`` of ``count`` packed entries: (value, index, in range)."""
-    offs = start + tl.max_contiguous(tl.arange(0, CHUNK), 1)  # one entry per thread, as the segment
-    in_range = offs < count
-    entry = tl.load(entries + offs, mask=in_range, other=0)
-    x = (entry & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
-    index = (entry >> 32).to(tl.int32)
-    return x, index, in_range
 
 
 @triton.jit
@@ -158,101 +131,82 @@ def column_major_count(flags, ROWS: tl.constexpr, THREADS: tl.constexpr):
 
 
 @triton.jit
-def smem_histogram(bucket, after, ROWS: tl.constexpr, THREADS: tl.constexpr, BINS: tl.constexpr):
-    """Counts of ``bucket`` [ROWS * THREADS] (int32 in [0, BINS), -1 not counted; every entry in
-    one thread: no replicated layout) as a [THREADS] histogram in the column layout, zero past
-    BINS (BINS <= THREADS). ``after``: a value the zero step waits for (the last result that
-    used Triton's shared buffers)."""
-    grid = tl.reshape(bucket, [ROWS, THREADS])
+def smem_histogram(key, lo, top, shift, after, ROWS: tl.constexpr, THREADS: tl.constexpr, BINS: tl.constexpr):
+    """Counts of the uint32 ``key`` [ROWS * THREADS] (every entry in one thread: no replicated
+    layout) in [lo, top], each at (key - lo) >> shift (< BINS), as a [THREADS] histogram in the
+    column layout, zero past BINS (BINS <= THREADS). ``after``: a value the zero step waits for
+    (the last result that used Triton's shared buffers)."""
+    grid = tl.reshape(key, [ROWS, THREADS])
     column = tl.min(tl.reshape(tl.arange(0, ROWS * THREADS), [ROWS, THREADS]), axis=0)  # in registers
     bins = tl.full([THREADS], BINS, tl.int32)
     zero = tl.inline_asm_elementwise(_SMEM_ZERO, "=r,r,r,r", [column, after + tl.zeros_like(column), bins],
                                      dtype=tl.int32, is_pure=True, pack=1)
-    added = tl.inline_asm_elementwise(_SMEM_ADD, "=r,r,r", [grid, tl.broadcast_to(zero[None, :], (ROWS, THREADS))],
-                                      dtype=tl.int32, is_pure=True, pack=1)
+    token = tl.broadcast_to(zero[None, :], (ROWS, THREADS))
+    added = tl.inline_asm_elementwise(
+        _SMEM_ADD, "=r,r,r,r,r,r",
+        [grid, lo + tl.zeros_like(grid), top + tl.zeros_like(grid), shift + tl.zeros_like(token), token],
+        dtype=tl.int32, is_pure=True, pack=1)
     return tl.inline_asm_elementwise(_SMEM_READ, "=r,r,r,r", [column, tl.sum(added, axis=0), bins],
                                      dtype=tl.int32, is_pure=True, pack=1)
 
 
 @triton.jit
 def key_range(key):
-    """(lowest, highest) of the nonzero keys (0 marks an entry that is not a candidate);
+    """(lowest, highest) of the nonzero keys (0 marks an entry that is not valid);
     (0xFFFFFFFF, 0) when there are none."""
     return tl.reduce((tl.where(key != 0, key, 0xFFFFFFFF).to(tl.uint32), key), 0, _min_max)
 
 
 @triton.jit
-def digit_counts(key, lo, shift, digits):
-    """Histogram of ``(key - lo) >> shift`` over the keys in [lo, lo + (digits << shift))
-    (``digits`` <= RADIX_BINS)."""
-    digit = (key - lo) >> shift
-    in_bins = (key >= lo) & (digit < digits)
-    return tl.histogram(tl.where(in_bins, digit, 0).to(tl.int32), RADIX_BINS, mask=in_bins)
+def radix_select(key, lo, top, needed, after, ROWS: tl.constexpr, THREADS: tl.constexpr,
+                 RADIX_BITS: tl.constexpr, SMEM: tl.constexpr, WIDE: tl.constexpr):
+    """Where the ``needed``-th largest of the keys in [lo, top] lies (``needed`` >= 1 and at most
+    their count; keys outside the interval are not counted). Returns (threshold, needed at
+    threshold, keys at threshold), read by the caller as: every key above the threshold is
+    selected, and ``needed at threshold`` of the ``keys at threshold``.
 
-
-@triton.jit
-def chunk_keys(entries, start, count, tie_key, TIES: tl.constexpr, CHUNK: tl.constexpr):
-    """``candidate_key`` of packed entries ``start .. start + CHUNK`` of ``count``."""
-    x, index, in_range = load_entries(entries, start, count, CHUNK)
-    return candidate_key(x, index, in_range, tie_key, TIES)
-
-
-@triton.jit
-def radix_select(key0, entries, count, needed, tie_key, TIES: tl.constexpr, CHUNK: tl.constexpr, WIDE: tl.constexpr):
-    """Where the ``needed``-th largest of the ``count`` candidate keys lies (``needed`` >= 1;
-    keys of the first CHUNK candidates in ``key0``, the rest loaded from scratch). Returns
-    (threshold, needed at threshold, keys at threshold), read by the caller as: every key
-    above the threshold is selected, and ``needed at threshold`` of the ``keys at
-    threshold``.
-
-    The digits are relative to the candidates' own key range: the first pass splits
-    [lowest, highest] into buckets of 2**shift keys (shift from the span's bit length; at
-    most RADIX_BINS buckets, fewer when the span is shorter), each later pass the chosen
-    bucket into buckets of 2**(shift - RADIX_BITS). The search stops when the chosen bucket
-    holds one key (shift 0), or as soon as it is needed whole: then the threshold is the
-    bucket's lowest key (not necessarily a candidate's), and both counts are the bucket's
-    entries, so that every key at or above it is selected. A candidate set from one coarse
-    bucket spans few key bits, so this takes 2-3 passes where fixed 5-bit digits of the
-    whole key take 7."""
-    lo, hi = key_range(key0)
-    for start in range(CHUNK, count, CHUNK):
-        chunk_lo, chunk_hi = key_range(chunk_keys(entries, start, count, tie_key, TIES, CHUNK))
-        lo, hi = tl.minimum(lo, chunk_lo), tl.maximum(hi, chunk_hi)
+    The first pass splits [lo, top] into buckets of 2**shift keys (shift from the span's bit
+    length; at most 2**RADIX_BITS buckets, fewer when the span is shorter), each later pass the
+    chosen bucket into buckets of 2**(shift - RADIX_BITS). The search stops when the chosen
+    bucket holds one key (shift 0), or as soon as it is needed whole: then the threshold is the
+    bucket's lowest key (not necessarily an entry's), and both counts are the bucket's entries,
+    so that every key at or above it is selected. ``after``: see ``smem_histogram``."""
     # shift >= bit length of the span - RADIX_BITS: the float's exponent never undercounts it.
-    span = (hi - lo).to(tl.float32)
+    span = (top - lo).to(tl.float32)
     span_bits = tl.where(span > 0.0, ((span.to(tl.int32, bitcast=True) >> 23) & 0xFF) - 126, 0)
     shift = tl.maximum(span_bits - RADIX_BITS, 0)
-    # The keys still searched: [lo, lo + 2**span_bits), RADIX_BINS or fewer digits of 2**shift.
-    at = count
+    at = needed
     searching = needed > 0
     while searching:
-        digits = 1 << (span_bits - shift)
-        hist = digit_counts(key0, lo, shift, digits)
-        for start in range(CHUNK, count, CHUNK):
-            hist += digit_counts(chunk_keys(entries, start, count, tie_key, TIES, CHUNK), lo, shift, digits)
-        digit, above, at = bucket_search(hist, needed, WIDE)
+        # The zero step waits for this pass's interval, which the last pass's search gave.
+        wait = (lo ^ top).to(tl.int32, bitcast=True) ^ after
+        if SMEM:
+            hist = smem_histogram(key, lo, top, shift, wait, ROWS, THREADS, 1 << RADIX_BITS)
+        else:
+            inside = (key >= lo) & (key <= top)
+            hist = tl.histogram(tl.where(inside, (key - lo) >> shift, 0).to(tl.int32), 1 << RADIX_BITS, mask=inside)
+        chosen, above, at = bucket_search(hist, needed, WIDE)
         needed -= above
-        lo += digit.to(tl.uint32) << shift
+        lo += chosen.to(tl.uint32) << shift
+        # The chosen bucket's last key, kept at or below top (top - lo >= 0: no overflow).
+        top = lo + tl.minimum(top - lo, ((1 << shift) - 1).to(tl.uint32))
         searching = (at > needed) & (shift > 0)
-        span_bits = shift
         shift = tl.maximum(shift - RADIX_BITS, 0)
     return lo, needed, at
 
 
 @triton.jit
-def store_chosen(x, index, key, in_range, threshold, last_index, out_values_ptr, out_indices_ptr, written, end):
-    """Write the chosen entries (key above the threshold, or equal to it with an index <=
-    ``last_index``) in order from ``written``, none at or past ``end``; returns where the next
-    ones go."""
-    chosen = in_range & ((key > threshold) | ((key == threshold) & (index <= last_index)))
-    position = written + tl.cumsum(chosen.to(tl.int32), axis=0) - 1
-    keep = chosen & (position < end)
-    tl.store(out_values_ptr + position, x, mask=keep)
-    tl.store(out_indices_ptr + position, index, mask=keep)
-    return written + tl.sum(chosen.to(tl.int32), axis=0)
+def next_entry(rows_left, position, first, THREADS: tl.constexpr):
+    """The entry of the lowest set bit of ``rows_left`` (bit r: the thread's entry at ``first + r *
+    THREADS``): (rows_left without it, its j, the next position, its position). With no bit left,
+    the position stays (next == its own), which marks no entry."""
+    lowest = rows_left & -rows_left
+    # The bit's row, from the exponent of its (exact) float.
+    bit_row = (lowest.to(tl.uint32, bitcast=True).to(tl.float32).to(tl.int32, bitcast=True) >> 23) - 127
+    return rows_left ^ lowest, first + bit_row * THREADS, position + (rows_left != 0).to(tl.int32), position
 
 
-@triton.jit(do_not_specialize=["values_stride", "indices_stride", "out_stride", "scratch_stride"])
+@triton.jit(do_not_specialize=["values_stride", "indices_stride", "out_stride"])
 def topk_segment_kernel(
     values_ptr,
     values_stride,
@@ -265,13 +219,10 @@ def topk_segment_kernel(
     out_values_ptr,
     out_indices_ptr,
     out_stride,
-    scratch_ptr,
-    scratch_stride,
     CANDIDATES: tl.constexpr,
     BLOCK: tl.constexpr,
     THREADS: tl.constexpr,
-    CHUNK: tl.constexpr,
-    BINS: tl.constexpr,
+    RADIX_BITS: tl.constexpr,
     SMEM: tl.constexpr,
 ):
     """Top-k of segment ``program_id(1)`` of row ``program_id(0)``, written at
@@ -279,29 +230,28 @@ def topk_segment_kernel(
 
     CANDIDATES=False: the input is logits, valid where ``j < row_ends[row]``.
     CANDIDATES=True: the input is a previous pass's (values, indices), valid where index >= 0.
-    ``scratch_ptr``: int64, ``scratch_stride`` (>= BLOCK) per program. SMEM: the coarse histogram
-    in shared memory (NVIDIA only; BLOCK >= THREADS >= BINS, THREADS = 32 * num_warps).
+    SMEM: every histogram in shared memory (NVIDIA only; BLOCK >= THREADS >= 2**RADIX_BITS,
+    THREADS = 32 * num_warps).
 
     Layout: every arange that addresses memory is declared one-contiguous (``max_contiguous``),
     so that no access is vectorized, whatever the strides' divisibility (the launcher leaves the
     strides unspecialized; Inductor's generated code may mark them divisible by 16). Every
     tensor of the segment then takes the one-entry-per-thread layout (coalesced across the warp)
-    of the scattered stores: entry r * THREADS + t lives in thread t (THREADS = 32 * num_warps),
-    and no tensor is converted between layouts through shared memory. The compaction's running
-    counts go down each thread's entries in registers, and only the per-thread totals are
-    scanned across threads. Vectorized loads would put 4 entries per thread and force a
-    shared-memory conversion of the whole segment before the scattered stores. The
-    shared-memory histogram needs this layout for correctness, not only speed (its steps run
-    once per thread, with no Triton buffer between them); tests/test_topk.py checks that the
-    kernel compiled both ways is the same PTX.
+    of the scattered stores: entry r * THREADS + t lives in thread t, and no tensor is converted
+    between layouts through shared memory. The compaction's running counts go down each
+    thread's entries in registers, and only the per-thread totals are scanned across threads.
+    The shared-memory histogram needs this layout for correctness, not only speed (its steps
+    run once per thread, with no Triton buffer between them); tests/test_topk.py checks that
+    the kernel compiled both ways is the same PTX.
     """
     ROWS: tl.constexpr = BLOCK // THREADS
+    COUNTERS: tl.constexpr = 1 << RADIX_BITS
     # The shared histogram counts each entry once only without a replicated layout: the launcher
     # also keeps THREADS = 32 * num_warps for it, which the kernel cannot check.
-    tl.static_assert(not SMEM or (BLOCK >= THREADS and THREADS >= BINS))
+    tl.static_assert(not SMEM or (BLOCK >= THREADS and THREADS >= COUNTERS))
+    WIDE: tl.constexpr = BLOCK >= 2**20
     row = tl.program_id(0).to(tl.int64)
     segment = tl.program_id(1)
-    program = row * tl.num_programs(1) + segment
     # One entry per thread in every access (here and in every other arange that addresses
     # memory), whatever the strides' divisibility: Inductor specializes strides divisible by 16,
     # which would vectorize the loads, convert layouts through shared memory, and break the
@@ -309,129 +259,119 @@ def topk_segment_kernel(
     offs = tl.max_contiguous(tl.arange(0, BLOCK), 1)
     j = segment * segment_len + offs
     in_segment = (offs < segment_len) & (j < width)
-    values_at = values_ptr + row * values_stride + j
-    indices_at = indices_ptr + row * indices_stride + j
     if CANDIDATES:
-        index = tl.load(indices_at, mask=in_segment, other=-1)
+        index = tl.load(indices_ptr + row * indices_stride + j, mask=in_segment, other=-1)
         valid = index >= 0
         count = tl.sum(valid.to(tl.int32), axis=0)
     else:
         row_end = tl.minimum(tl.load(row_ends_ptr + row), width).to(tl.int32)
         valid = in_segment & (j < row_end)
         count = tl.minimum(tl.maximum(row_end - segment * segment_len, 0), segment_len)
-    x = tl.load(values_at, mask=in_segment, other=0.0)
+    x = tl.load(values_ptr + row * values_stride + j, mask=in_segment, other=0.0)
     take = tl.minimum(count, k)
     out = row * out_stride + segment * k
 
     if take > 0:
+        allocated = 0
         if SMEM:
-            # Sizes Triton's shared allocation to at least 4 * BINS bytes: a histogram of BINS
-            # entries (its counts are not used; its sum is an operand of the zero step, which
-            # keeps it in the code).
-            allocated = tl.sum(tl.histogram(tl.arange(0, BINS), BINS), axis=0)
-        # 1. Coarse buckets: a monotone map of the value over the finite range [lo, hi].
-        finite = valid & (tl.abs(x) < float("inf"))
-        lo, hi = tl.reduce((tl.where(finite, x, float("inf")), tl.where(finite, x, float("-inf"))), 0, _min_max)
-        spread = hi > lo
-        lo = tl.where(spread, lo, 0.0)
-        hi = tl.where(spread, hi, 0.0)
-        # Quarter scale keeps hi - lo finite; a zero or tiny span gives one bucket or a capped scale.
-        span = hi * 0.25 - lo * 0.25
-        scale = tl.where(span > 0.0, BINS / tl.maximum(span, BINS * 1e-30), 0.0)
-        # +inf sits with hi (top bucket); NaN and -inf with lo (bucket 0).
-        xf = tl.where(finite, x, tl.where(x > 0.0, hi, lo))
-        t = (xf * 0.25 - lo * 0.25) * scale
-        # Round to an integer by the 2**23 trick (monotone, no conversion instruction).
-        bucket = (t + 8388608.0).to(tl.int32, bitcast=True) - 0x4B000000
-        bucket = tl.where(valid, tl.minimum(tl.maximum(bucket, 0), BINS - 1), -1)
-        if SMEM:
-            # Counted in shared memory after the range's reduction (its result is an operand).
-            hist = smem_histogram(bucket, lo.to(tl.int32, bitcast=True) ^ allocated, ROWS, THREADS, BINS)
-        else:
-            hist = tl.histogram(tl.maximum(bucket, 0), BINS, mask=bucket >= 0)
-        b, n_above, n_cand = bucket_search(hist, take, BLOCK >= 2**20)
-        needed = take - n_above
-
-        # 2. Compaction to the scratch area: the entries above bucket b at [0, n_above), those
-        # of bucket b (the candidates) after them; one 8-byte store per entry.
-        above = bucket > b
-        cand = bucket == b
-        if BLOCK <= 32768:
-            # Both running counts in one int32 (above in the low 16 bits).
-            both = column_major_count(above.to(tl.int32) + (cand.to(tl.int32) << 16), ROWS, THREADS)
-            rank_above = both & 0xFFFF
-            rank_cand = (both >> 16) & 0xFFFF
-        else:
-            rank_above = column_major_count(above.to(tl.int32), ROWS, THREADS)
-            rank_cand = column_major_count(cand.to(tl.int32), ROWS, THREADS)
-        slot = tl.where(above, rank_above - 1, tl.where(cand, n_above + rank_cand - 1, -1))
-        # Reload rather than keep the segment (or its addresses) live across the scan: it is
-        # in L1. The addresses are formed anew (row and segment offsets summed first) and the
-        # cache modifier differs, so that the compiler merges neither with the first load's.
-        first = row * values_stride + segment * segment_len
-        x = tl.load(values_ptr + first + offs, mask=slot >= 0, other=0.0, cache_modifier=".ca")
-        if CANDIDATES:
-            first = row * indices_stride + segment * segment_len
-            index = tl.load(indices_ptr + first + offs, mask=slot >= 0, other=-1, cache_modifier=".ca")
-        else:
-            # Formed anew too (segment_start < width): reusing j would keep it live.
-            index = tl.minimum(segment * segment_len, width) + offs
-        scratch = scratch_ptr + program * scratch_stride
-        tl.store(scratch + slot, pack_entry(x, index), mask=slot >= 0)
-        tl.debug_barrier()
-
-        # The entries above bucket b are selected: copy them to the output.
-        chunk = tl.max_contiguous(tl.arange(0, CHUNK), 1)
-        for start in range(0, n_above, CHUNK):
-            entry = tl.load(scratch + start + chunk, mask=start + chunk < n_above, other=0)
-            xc = (entry & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
-            tl.store(out_values_ptr + out + start + chunk, xc, mask=start + chunk < n_above)
-            tl.store(out_indices_ptr + out + start + chunk, (entry >> 32).to(tl.int32), mask=start + chunk < n_above)
-
-        # 3. Exact threshold among the candidates; the first CHUNK stay in registers.
-        candidates = scratch + n_above
-        x0, index0, in0 = load_entries(candidates, 0, n_cand, CHUNK)
-        key0 = select_key(x0, in0)
-        # When every candidate is needed, the threshold is the smallest candidate key: all pass.
-        threshold, ties_needed, ties = radix_select(
-            key0, candidates, n_cand, needed, 0, TIES=False, CHUNK=CHUNK, WIDE=BLOCK >= 2**20
-        )
+            # Sizes Triton's shared allocation to at least 4 * COUNTERS bytes: a histogram of that
+            # many entries (its counts are not used; its sum is an operand of the first zero step,
+            # which keeps it in the code).
+            allocated = tl.sum(tl.histogram(tl.arange(0, COUNTERS), COUNTERS), axis=0)
+        # Only the keys stay live from here on (values and indices are read again at the end).
+        key = select_key(x, valid)
+        # 1. The exact threshold: a radix search over the keys' own range.
+        key_lo, key_hi = key_range(key)
+        threshold, ties_needed, ties = radix_select(key, key_lo, key_hi, take, allocated, ROWS, THREADS, RADIX_BITS,
+                                                    SMEM, WIDE)
         last_index = 2147483647
         if ties_needed < ties:
-            # Keep the ties_needed lowest indices among the keys equal to the threshold.
-            tie_key0 = candidate_key(x0, index0, in0, threshold, TIES=True)
-            lowest, _, _ = radix_select(
-                tie_key0, candidates, n_cand, ties_needed, threshold, TIES=True, CHUNK=CHUNK, WIDE=BLOCK >= 2**20
-            )
+            # Keep the ties_needed lowest indices among the keys equal to the threshold: the same
+            # search over keys that rank the lower index higher.
+            tie = key == threshold
+            if CANDIDATES:
+                tie_index = tl.load(indices_ptr + row * indices_stride + j, mask=tie, other=-1)
+            else:
+                tie_index = j
+            lower_first = tl.where(tie, (2147483647 - tie_index).to(tl.uint32, bitcast=True) | 0x80000000, 0)
+            lower_first = lower_first.to(tl.uint32)
+            tie_lo, tie_hi = key_range(lower_first)
+            lowest, _, _ = radix_select(lower_first, tie_lo, tie_hi, ties_needed, ties, ROWS, THREADS, RADIX_BITS,
+                                        SMEM, WIDE)
             last_index = 2147483647 - (lowest & 0x7FFFFFFF).to(tl.int32, bitcast=True)
-        # The counts above make the chosen fill [n_above, take) exactly; the bound only keeps a
-        # miscount from writing past this segment's k outputs.
-        written = store_chosen(x0, index0, key0, in0, threshold, last_index, out_values_ptr, out_indices_ptr,
-                               out + n_above, out + k)
-        for start in range(CHUNK, n_cand, CHUNK):
-            xc, indexc, inc = load_entries(candidates, start, n_cand, CHUNK)
-            written = store_chosen(xc, indexc, select_key(xc, inc), inc, threshold, last_index, out_values_ptr,
-                                   out_indices_ptr, written, out + k)
 
-    pad = tl.max_contiguous(tl.arange(0, CHUNK), 1)
-    for start in range(take, k, CHUNK):
-        tl.store(out_values_ptr + out + start + pad, float("-inf"), mask=start + pad < k)
-        tl.store(out_indices_ptr + out + start + pad, -1, mask=start + pad < k)
+        # 3. One compaction: the chosen entries at their running count in the column layout
+        # (exactly take of them; the bound only keeps a miscount from writing past this segment's k
+        # outputs). Each thread's chosen entries become bit masks of its rows (a word per 32 rows),
+        # its first output a scan of the per-thread counts; then each thread walks its set bits, so
+        # that only the chosen entries are read again (from L1/L2) and no tensor of the whole
+        # segment but the keys is ever live.
+        if CANDIDATES:
+            index = tl.load(indices_ptr + row * indices_stride + j, mask=key == threshold, other=-1)
+            chosen = (key > threshold) | ((key == threshold) & (index <= last_index))
+        else:
+            # The index formed anew (the segment starts below the width): j itself stays dead.
+            first_index = tl.minimum(segment * segment_len, width)
+            chosen = (key > threshold) | ((key == threshold) & (first_index + offs <= last_index))
+        grid = tl.reshape(chosen, [ROWS, THREADS])
+        layout_row = tl.reshape(tl.arange(0, BLOCK) // THREADS, [ROWS, THREADS])
+        bit = tl.where(grid, 1 << (layout_row & 31), 0)
+        totals = tl.sum(grid.to(tl.int32), axis=0)
+        position = out + tl.cumsum(totals, axis=0) - totals
+        column = tl.min(tl.reshape(tl.arange(0, BLOCK), [ROWS, THREADS]), axis=0)  # the layout of totals
+        end = out + k
+        first = segment * segment_len + column
+        for word in tl.static_range((ROWS + 31) // 32):
+            in_word = layout_row // 32 == word
+            rows_left = tl.sum(tl.where(in_word, bit, 0), axis=0)  # distinct bits: the sum is their or
+            most = tl.max(tl.sum(tl.where(in_word, grid, 0).to(tl.int32), axis=0), axis=0)
+            # Four entries per step, their loads issued together (a store may alias a later load,
+            # so the compiler keeps program order).
+            for _ in range(tl.cdiv(most, 4)):
+                rows_left, j0, p0, at0 = next_entry(rows_left, position, first + word * 32 * THREADS, THREADS)
+                rows_left, j1, p1, at1 = next_entry(rows_left, p0, first + word * 32 * THREADS, THREADS)
+                rows_left, j2, p2, at2 = next_entry(rows_left, p1, first + word * 32 * THREADS, THREADS)
+                rows_left, j3, position, at3 = next_entry(rows_left, p2, first + word * 32 * THREADS, THREADS)
+                keep0, keep1, keep2, keep3 = p0 > at0, p1 > at1, p2 > at2, position > at3
+                keep0, keep1, keep2, keep3 = keep0 & (at0 < end), keep1 & (at1 < end), keep2 & (at2 < end), keep3 & (at3 < end)
+                x0 = tl.load(values_ptr + row * values_stride + j0, mask=keep0, other=0.0)
+                x1 = tl.load(values_ptr + row * values_stride + j1, mask=keep1, other=0.0)
+                x2 = tl.load(values_ptr + row * values_stride + j2, mask=keep2, other=0.0)
+                x3 = tl.load(values_ptr + row * values_stride + j3, mask=keep3, other=0.0)
+                if CANDIDATES:
+                    i0 = tl.load(indices_ptr + row * indices_stride + j0, mask=keep0, other=-1)
+                    i1 = tl.load(indices_ptr + row * indices_stride + j1, mask=keep1, other=-1)
+                    i2 = tl.load(indices_ptr + row * indices_stride + j2, mask=keep2, other=-1)
+                    i3 = tl.load(indices_ptr + row * indices_stride + j3, mask=keep3, other=-1)
+                else:
+                    i0, i1, i2, i3 = j0, j1, j2, j3
+                tl.store(out_values_ptr + at0, x0, mask=keep0)
+                tl.store(out_values_ptr + at1, x1, mask=keep1)
+                tl.store(out_values_ptr + at2, x2, mask=keep2)
+                tl.store(out_values_ptr + at3, x3, mask=keep3)
+                tl.store(out_indices_ptr + at0, i0, mask=keep0)
+                tl.store(out_indices_ptr + at1, i1, mask=keep1)
+                tl.store(out_indices_ptr + at2, i2, mask=keep2)
+                tl.store(out_indices_ptr + at3, i3, mask=keep3)
+
+    for start in range(take, k, BLOCK):
+        tl.store(out_values_ptr + out + start + offs, float("-inf"), mask=start + offs < k)
+        tl.store(out_indices_ptr + out + start + offs, -1, mask=start + offs < k)
 
 
 def launch_select_topk(
     logits: torch.Tensor, row_ends: torch.Tensor, k: int, sorted: bool, **tuning
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``tuning`` (segment, num_warps, chunk, bins, smem) is for benchmarks and tests, not part of the API.
+    """``tuning`` (segment, num_warps, radix_bits, smem) is for benchmarks and tests, not part of
+    the API.
 
     segment: entries per program (rounded up to a power of 2, at least 2 * next_power_of_2(k));
-    rows wider than that take more passes. num_warps: 16 (at the GPU's default segment of 32768,
-    64 entries per thread in 128 registers). chunk: candidates per refinement step
-    (the first chunk stays in registers). bins: coarse buckets, a power of 2 (64 leaves about
-    half the candidates of 32 for one more ballot per entry; H200, 64 x 32768, same run: 32.1
-    vs 34.0 us). smem: the coarse histogram in shared memory (default on NVIDIA GPUs; a pass
-    whose block has fewer entries than threads, or whose threads are fewer than the bins,
-    counts with ``tl.histogram``).
+    rows wider than that take more passes. On the GPU the default, 32768, is halved once when
+    the first pass would fill fewer than half the SMs (static shapes only). num_warps: 16 on the GPU (64 keys per thread at its
+    default segment of 32768). radix_bits: bits per digit of the threshold search (8 with the
+    shared-memory histograms, at most log2 of the threads; 5 with ``tl.histogram``, whose cost
+    grows with the bins). smem: the histograms in shared memory (default on NVIDIA GPUs; a pass
+    whose block has fewer entries than threads counts with ``tl.histogram``).
     """
     rows, width = logits.shape
     device = logits.device
@@ -445,32 +385,33 @@ def launch_select_topk(
         # here, as the reference backend takes them too.
         logits = logits.contiguous()
     gpu = device.type == "cuda"
-    # A segment lives in registers: 64 entries per thread at 16 warps (on sm_90, 344 bytes of
-    # them spill to local memory; still the fastest measured: H200, 64 x 32768, same run, 27.2
-    # us against 29.9 at 16384 and 31.3 at 32768 x 32 warps).
-    segment = tuning.get("segment", 32768 if gpu else 256)
-    segment = max(triton.next_power_of_2(segment), 2 * triton.next_power_of_2(k))
+    least = 2 * triton.next_power_of_2(k)
+    segment = max(triton.next_power_of_2(tuning.get("segment", 32768 if gpu else 256)), least)
+    if gpu and "segment" not in tuning and isinstance(rows, int) and isinstance(width, int):
+        # A first pass on fewer than half the SMs takes half segments (and one more, short pass):
+        # H200, 64 x 32768, k=2048, same run: 25.1 us against 27.0 at 32768.
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        if segment // 2 >= least and 2 * rows * triton.cdiv(width, segment) <= sms:
+            segment //= 2
     num_warps = tuning.get("num_warps", 16 if gpu else 4)
-    chunk = tuning.get("chunk", 1024 if gpu else 128)
-    bins = tuning.get("bins", 64)
     threads = 32 * num_warps
-    # The shared-memory histogram needs a thread per bin.
-    smem = tuning.get("smem", gpu and torch.version.hip is None) and threads >= bins
+    smem = tuning.get("smem", gpu and torch.version.hip is None)
 
     def run(src_values, src_stride, src_indices, src_indices_stride, n, segment_len, segments, block, out_v, out_i, out_stride):
-        scratch = torch.empty((rows * segments, block), dtype=torch.int64, device=device)
         # The shared-memory histogram counts each entry once: a block with fewer entries than
         # threads (a replicated layout) counts with tl.histogram. num_warps stays a constant: a
         # launch's warps cannot depend on a dynamic width under torch.compile. A block that is n
         # rounded up to a power of 2 is asked of n, so that a dynamic width guards on n only.
         fills = block >= threads if isinstance(block, int) else bool(2 * n > threads)
         shared = smem and fills
+        radix_bits = tuning.get("radix_bits", 8 if shared else 5)
+        if shared:
+            radix_bits = min(radix_bits, threads.bit_length() - 1)  # a thread per bin
         wrap_triton(topk_segment_kernel)[(rows, segments)](
             src_values, src_stride, src_values if src_indices is None else src_indices, src_indices_stride,
-            row_ends, n, segment_len, k,
-            out_v, out_i, out_stride, scratch, block,
+            row_ends, n, segment_len, k, out_v, out_i, out_stride,
             CANDIDATES=src_indices is not None, BLOCK=block, THREADS=min(block, threads),
-            CHUNK=min(chunk, block), BINS=bins, SMEM=shared,
+            RADIX_BITS=radix_bits, SMEM=shared,
             num_warps=num_warps,
         )
 
