@@ -1,5 +1,11 @@
-"""Input builders shared by the tests: fresh random data, permuted pages, merged-page strides."""
+"""Input builders shared by the tests (fresh random data, permuted pages, merged-page strides), and
+the scripts that compile the GPU kernels for sm_90 in a fresh process."""
 
+import os
+import subprocess
+import sys
+
+import pytest
 import torch
 
 import fp4_inductor as fp4
@@ -102,3 +108,47 @@ def run_programs_in_reverse(monkeypatch):
 
     monkeypatch.setattr(builder, "set_grid_dim", grid_dim)
     monkeypatch.setattr(builder, "set_grid_idx", lambda self, x, y, z: set_idx(self, self._grid_dims[0] - 1 - x, y, z))
+
+
+NEEDS_SM90_TOOLS = """
+import sys
+try:  # the NVIDIA backend's ptxas, which the Triton wheel carries
+    from triton.backends.nvidia.compiler import get_ptxas
+    get_ptxas(90)
+except Exception as exc:
+    print(f"no sm_90 tools: {type(exc).__name__}: {exc}", file=sys.stderr)
+    sys.exit(3)
+"""
+
+# Defines ``capture(kernel)``, which stands in for ``wrap_triton``: every launch a launcher makes is
+# recorded in ``launches`` as (kernel, its arguments by name, the launch options), not run.
+CAPTURE_LAUNCHES = """
+import inspect
+launches = []
+
+def capture(kernel):
+    class Grid:
+        def __getitem__(self, grid):
+            def call(*args, **kwargs):
+                named = dict(zip(inspect.signature(kernel.fn).parameters, args))
+                options = {k: kwargs.pop(k) for k in ("num_warps", "num_stages", "maxnreg") if k in kwargs}
+                named.update(kwargs)
+                launches.append((kernel, named, options))
+            return call
+    return Grid()
+"""
+
+
+def run_sm90_script(script: str, *args: str) -> str:
+    """stdout of ``script`` run in a fresh process without the interpreter (which cannot
+    compile). Exit code 3 means the installed Triton lacks the sm_90 tools: the test skips;
+    any other failure fails it."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    run = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, env=env, timeout=600)
+    if run.returncode == 3:
+        pytest.skip(run.stderr[-300:])
+    if run.returncode != 0:
+        raise AssertionError(run.stderr[-3000:])
+    return run.stdout

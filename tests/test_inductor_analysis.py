@@ -6,12 +6,9 @@ step then counts its cache, block table and weights as mutated inputs, which mak
 here in a fresh process (without the interpreter) against an sm_90 target."""
 
 import json
-import os
-import subprocess
-import sys
 
 _ANALYSE = """
-import inspect, json, sys
+import json
 import torch, triton
 from triton.backends.compiler import GPUTarget
 
@@ -25,19 +22,6 @@ triton.runtime.driver.set_active(Target())
 from torch._higher_order_ops import triton_kernel_wrap as wrap
 import fp4_inductor as fp4
 from fp4_inductor.kernels import quantize, score, topk
-
-launches = []
-
-def capture(kernel):  # the launcher's arguments, not launched
-    class Grid:
-        def __getitem__(self, grid):
-            def call(*args, **kwargs):
-                names = list(inspect.signature(kernel.fn).parameters)
-                named = dict(zip(names, args))
-                named.update({k: v for k, v in kwargs.items() if k not in ("num_warps", "num_stages", "maxnreg")})
-                launches.append((kernel, named))
-            return call
-    return Grid()
 
 for module in (quantize, score, topk):
     module.wrap_triton = capture
@@ -68,7 +52,7 @@ for smem in (False, True):  # the GPU's form: the histograms in shared memory (p
     topk.launch_select_topk(torch.randn(4, 40000), torch.full((4,), 40000, dtype=torch.int32), 2048, False,
                             smem=smem, segment=32768, num_warps=16)
 result = []
-for kernel, named in launches:
+for kernel, named, _ in launches:
     form = {k: v for k, v in named.items() if k.isupper() and k != "DOT_DTYPE"}
     result.append([kernel.fn.__name__, form, writes(kernel, named)])
 print(json.dumps(result, default=str))
@@ -83,12 +67,9 @@ EXPECTED = {
 
 
 def test_inductor_sees_each_kernel_write_its_outputs_only():
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    run = subprocess.run([sys.executable, "-c", _ANALYSE], capture_output=True, text=True, env=env, timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
-    launches = json.loads(run.stdout.splitlines()[-1])
+    from helpers import CAPTURE_LAUNCHES, run_sm90_script
+
+    launches = json.loads(run_sm90_script(CAPTURE_LAUNCHES + _ANALYSE).splitlines()[-1])
     names = {name for name, _, _ in launches}
     assert names == set(EXPECTED), names
     assert sum(name == "score_paged_kernel" for name, _, _ in launches) >= 8  # hot and exact passes, every mode

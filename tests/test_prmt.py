@@ -13,6 +13,7 @@ import pytest
 pytest.importorskip("triton")
 
 from fp4_inductor.kernels import score  # noqa: E402
+from helpers import NEEDS_SM90_TOOLS, run_sm90_script  # noqa: E402
 
 U = np.uint64
 M32 = U(0xFFFFFFFF)
@@ -174,17 +175,7 @@ def launch_id(launch) -> str:
         "-bf16q" if query_float else "") + ("-words" if form["WORDS"] else "") + ("-pairs" if form.get("PAIRS") else "")
 
 
-_NEEDS_SM90_TOOLS = """
-import sys
-try:  # the NVIDIA backend's ptxas, which the Triton wheel carries
-    from triton.backends.nvidia.compiler import get_ptxas
-    get_ptxas(90)
-except Exception as exc:
-    print(f"no sm_90 tools: {type(exc).__name__}: {exc}", file=sys.stderr)
-    sys.exit(3)
-"""
-
-_COMPILE_ALL = _NEEDS_SM90_TOOLS + """
+_COMPILE_ALL = NEEDS_SM90_TOOLS + """
 import json
 from fp4_inductor.kernels import score
 from fp4_inductor.kernels.sm90 import compile_scorer
@@ -203,25 +194,6 @@ def sm90_ttgir():
     import json
 
     return json.loads(run_sm90_script(_COMPILE_ALL, json.dumps(LAUNCHES)))
-
-
-def run_sm90_script(script: str, *args: str) -> str:
-    """stdout of ``script`` run in a fresh process without the interpreter (which cannot
-    compile). Exit code 3 means the installed Triton lacks the sm_90 tools: the test skips;
-    any other failure fails it."""
-    import os
-    import subprocess
-    import sys
-
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    run = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, env=env, timeout=600)
-    if run.returncode == 3:
-        pytest.skip(run.stderr[-300:])
-    if run.returncode != 0:
-        raise AssertionError(run.stderr[-3000:])
-    return run.stdout
 
 
 @pytest.mark.parametrize("launch", LAUNCHES, ids=launch_id)
@@ -256,7 +228,7 @@ def test_layout_check_refuses_narrow_layouts():
     assert four_columns_per_call("#ttg.dot_op<{opIdx = 0, parent = #mma, kWidth = 4}>")
 
 
-_COMPILE_WIDE = _NEEDS_SM90_TOOLS + """
+_COMPILE_WIDE = NEEDS_SM90_TOOLS + """
 import os, subprocess
 import triton
 cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")

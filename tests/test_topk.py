@@ -265,26 +265,21 @@ def test_topk_full_width_rows_on_gpu(smem, gen):
 
 
 _TOPK_PTX = """
-import json, sys
+import json
 import torch
 from fp4_inductor.kernels import topk
 from fp4_inductor.kernels.sm90 import compile_topk
 
-forms = []
-
-class Capture:  # the launcher's launches for the GPU (its defaults), not run
-    def __getitem__(self, grid):
-        def call(*args, **kwargs):
-            form = {k: v for k, v in kwargs.items() if k.isupper()}
-            forms.append((form, kwargs["num_warps"]))
-        return call
-
-topk.wrap_triton = lambda kernel: Capture()
+topk.wrap_triton = capture  # the launcher's launches for the GPU (its defaults), not run
 for rows, width, k in ((64, 32768, 2048), (4, 131072, 2048), (3, 5000, 300), (2, 20, 7)):
     topk.launch_select_topk(torch.randn(rows, width), torch.full((rows,), width, dtype=torch.int32), k, False,
                             smem=True, segment=32768, num_warps=16)
+forms = {}
+for _, named, options in launches:
+    form = {k: v for k, v in named.items() if k.isupper()}
+    forms[json.dumps([form, options["num_warps"]], sort_keys=True)] = (form, options["num_warps"])
 out = []
-for form, warps in {json.dumps(f, sort_keys=True): f for f in forms}.values():
+for form, warps in forms.values():
     compiled = compile_topk(topk.topk_segment_kernel, form, warps)
     inductor = compile_topk(topk.topk_segment_kernel, form, warps, divisible_ints=True)
     out.append([form, warps, compiled.metadata.shared, compiled.asm["ptx"], inductor.asm["ptx"]])
@@ -314,9 +309,9 @@ def test_shared_histogram_order_in_sm90_ptx():
     be the one the launcher runs, instruction for instruction."""
     import json
 
-    from test_prmt import _NEEDS_SM90_TOOLS, run_sm90_script
+    from helpers import CAPTURE_LAUNCHES, NEEDS_SM90_TOOLS, run_sm90_script
 
-    launches = json.loads(run_sm90_script(_NEEDS_SM90_TOOLS + _TOPK_PTX).splitlines()[-1])
+    launches = json.loads(run_sm90_script(NEEDS_SM90_TOOLS + CAPTURE_LAUNCHES + _TOPK_PTX).splitlines()[-1])
     assert {form["SMEM"] for form, _, _, _, _ in launches} == {True, False}  # 20 keys: a block of 32, fewer entries than threads
     for form, warps, shared, ptx, inductor_ptx in launches:
         assert normalized_ptx(inductor_ptx) == normalized_ptx(ptx), form
