@@ -230,6 +230,54 @@ def test_topk_refinement_over_adjacent_keys(radix_bits, backend_device, gen):
         assert_same_selection(logits, row_ends, k, values, indices)
 
 
+def float_bits(patterns):
+    """float32 values with the given bit patterns (NaN payloads of either sign included)."""
+    return torch.tensor(patterns, dtype=torch.int64).to(torch.int32).view(torch.float32)
+
+
+def test_topk_nan_below_minus_inf_whatever_its_payload(backend_device, gen):
+    """NaN ranks below -inf with either sign bit and any payload (not only torch's canonical
+    NaN): k reaches past the finite values into the -inf entries and then the NaNs, and NaNs at
+    the lowest indices are not taken before -inf."""
+    backend, device = backend_device
+    width = 300
+    logits = torch.randn(3, width, generator=gen)
+    logits[0, :100] = float("nan")
+    logits[0, 100:200] = float("-inf")
+    nans = [0x7FC00000, 0xFFC00000, 0xFFFFFFFF, 0x7F800001, 0xFF800001, 0x7FFFFFFF]
+    logits[1, :120] = float_bits([nans[i % len(nans)] for i in range(120)])
+    logits[1, 120:180] = float("-inf")
+    logits[2, ::2] = float_bits([nans[(5 * i) % len(nans)] for i in range(width // 2)])
+    logits[2, 1::4] = float("-inf")
+    row_ends = torch.tensor([width, width, 290], dtype=torch.int32)
+    tunings = [dict(), dict(segment=64, radix_bits=1), dict(segment=128, num_warps=1)] if backend == "triton" else [None]
+    for k in (150, 250, 280):
+        for tuning in tunings:
+            if tuning is None:
+                values, indices = fp4.select_topk(logits.to(device), row_ends.to(device), k, backend=backend)
+            else:
+                from fp4_inductor.kernels.topk import launch_select_topk
+
+                values, indices = launch_select_topk(logits.to(device), row_ends.to(device), k, False, **tuning)
+            assert_same_selection(logits, row_ends, k, values, indices)
+
+
+def test_topk_row_ends_past_int32(backend_device, gen):
+    """int64 row ends at and past 2**31 (and far past the width) cover the whole row: the kernel
+    clamps them to the width before narrowing to int32."""
+    backend, device = backend_device
+    width = 260
+    logits = torch.randn(4, width, generator=gen)
+    row_ends = torch.tensor([2**32 + 5, 2**31, width + 100, 2**40], dtype=torch.int64)
+    values, indices = fp4.select_topk(logits.to(device), row_ends.to(device), 20, backend=backend)
+    assert_same_selection(logits, row_ends, 20, values, indices)
+    if backend == "triton":
+        from fp4_inductor.kernels.topk import launch_select_topk
+
+        values, indices = launch_select_topk(logits.to(device), row_ends.to(device), 20, False, segment=64)
+        assert_same_selection(logits, row_ends, 20, values, indices)
+
+
 def test_topk_compaction_over_many_rows_per_thread(backend_device, gen):
     """One warp over 4096-entry blocks: 128 entries per thread, so the compaction walks four words
     of row bits per thread (bit 31 included); hard rows, ragged ends, k up to 1500."""
@@ -309,6 +357,8 @@ def test_shared_histogram_order_in_sm90_ptx():
     be the one the launcher runs, instruction for instruction."""
     import json
 
+    import re
+
     from helpers import CAPTURE_LAUNCHES, NEEDS_SM90_TOOLS, run_sm90_script
 
     launches = json.loads(run_sm90_script(NEEDS_SM90_TOOLS + CAPTURE_LAUNCHES + _TOPK_PTX).splitlines()[-1])
@@ -327,8 +377,19 @@ def test_shared_histogram_order_in_sm90_ptx():
         assert len(zero) == len(read) == 2, (form, len(zero), len(read))
         assert all(z < r for z, r in zip(zero, read)) and all(r < z for r, z in zip(read, zero[1:])), form
         for z, r in zip(zero, read):
+            # Each step as compiled: the zero and the read step address the same bin (a thread's
+            # column) below the same bin count, between barriers; every add counts a key in
+            # [lo, top] at bin (key - lo) >> shift.
+            zero_step = re.search(r"bar\.sync 0;.*setp\.lt\.u32 p, (%r\d+), (%r\d+);.*mad\.lo\.u32 a, \1, 4, a; "
+                                  r"@p st\.shared\.u32 \[a\], 0; bar\.sync 0;", lines[z])
+            read_step = re.search(r"bar\.sync 0; setp\.lt\.u32 p, (%r\d+), (%r\d+); mov\.u32 v, 0;.*"
+                                  r"mad\.lo\.u32 a, \1, 4, a; @p ld\.shared\.u32 v, \[a\]; bar\.sync 0;", lines[r])
+            assert zero_step and read_step and zero_step.groups() == read_step.groups(), (form, lines[z], lines[r])
             between = [line.strip() for line in lines[z + 1:r]]
             adds = [line for line in between if "red.shared.add.u32" in line]
             assert len(adds) == form["BLOCK"] // form["THREADS"], (form, len(adds))
+            counted = r"setp\.ge\.u32 p, (%r\d+), (%r\d+); setp\.le\.u32 q, \1, %r\d+; and\.pred p, p, q; " \
+                      r"sub\.u32 d, \1, \2; shr\.u32 d, d, %r\d+;.*mad\.lo\.u32 a, d, 4, a; @p red\.shared\.add\.u32 \[a\], 1;"
+            assert all(re.search(counted, line) for line in adds), (form, adds[0])
             other = [line for line in between if ".shared" in line and "red.shared.add.u32" not in line]
             assert not other, (form, other[:3])
