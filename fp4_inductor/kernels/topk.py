@@ -120,14 +120,10 @@ def bucket_search(hist, needed, WIDE: tl.constexpr = False):
 
 
 @triton.jit
-def column_major_count(flags, ROWS: tl.constexpr, THREADS: tl.constexpr):
-    """Inclusive running sum of ``flags`` [ROWS * THREADS] viewed as [ROWS, THREADS] in
-    column-major order: down each column (in registers, a thread holds a column), then the
-    totals of the earlier columns (one scan across threads)."""
-    grid = tl.reshape(flags, [ROWS, THREADS])
-    columns = tl.sum(grid, axis=0)
-    grid = tl.cumsum(grid, axis=0) + (tl.cumsum(columns, axis=0) - columns)[None, :]
-    return tl.reshape(grid, [ROWS * THREADS])
+def layout_column(ROWS: tl.constexpr, THREADS: tl.constexpr):
+    """[THREADS]: each thread's column t of the segment's [ROWS, THREADS] layout (entry
+    r * THREADS + t lives in thread t), formed in registers."""
+    return tl.min(tl.reshape(tl.arange(0, ROWS * THREADS), [ROWS, THREADS]), axis=0)
 
 
 @triton.jit
@@ -137,7 +133,7 @@ def smem_histogram(key, lo, top, shift, after, ROWS: tl.constexpr, THREADS: tl.c
     column layout, zero past BINS (BINS <= THREADS). ``after``: a value the zero step waits for
     (the last result that used Triton's shared buffers)."""
     grid = tl.reshape(key, [ROWS, THREADS])
-    column = tl.min(tl.reshape(tl.arange(0, ROWS * THREADS), [ROWS, THREADS]), axis=0)  # in registers
+    column = layout_column(ROWS, THREADS)
     bins = tl.full([THREADS], BINS, tl.int32)
     zero = tl.inline_asm_elementwise(_SMEM_ZERO, "=r,r,r,r", [column, after + tl.zeros_like(column), bins],
                                      dtype=tl.int32, is_pure=True, pack=1)
@@ -238,9 +234,8 @@ def topk_segment_kernel(
     strides unspecialized; Inductor's generated code may mark them divisible by 16). Every
     tensor of the segment then takes the one-entry-per-thread layout (coalesced across the warp)
     of the scattered stores: entry r * THREADS + t lives in thread t, and no tensor is converted
-    between layouts through shared memory. The compaction's running counts go down each
-    thread's entries in registers, and only the per-thread totals are scanned across threads.
-    The shared-memory histogram needs this layout for correctness, not only speed (its steps
+    between layouts through shared memory. The compaction scans only the per-thread counts
+    across threads; each thread then walks its own entries. The shared-memory histogram needs this layout for correctness, not only speed (its steps
     run once per thread, with no Triton buffer between them); tests/test_topk.py checks that
     the kernel compiled both ways is the same PTX.
     """
@@ -310,7 +305,8 @@ def topk_segment_kernel(
             index = tl.load(indices_ptr + row * indices_stride + j, mask=key == threshold, other=-1)
             chosen = (key > threshold) | ((key == threshold) & (index <= last_index))
         else:
-            # The index formed anew (the segment starts below the width): j itself stays dead.
+            # The index formed anew (the segment starts below the width), not from j: with j here,
+            # ptxas keeps j live through the search (sm_90: 368 bytes of stack instead of 112).
             first_index = tl.minimum(segment * segment_len, width)
             chosen = (key > threshold) | ((key == threshold) & (first_index + offs <= last_index))
         grid = tl.reshape(chosen, [ROWS, THREADS])
@@ -318,20 +314,20 @@ def topk_segment_kernel(
         bit = tl.where(grid, 1 << (layout_row & 31), 0)
         totals = tl.sum(grid.to(tl.int32), axis=0)
         position = out + tl.cumsum(totals, axis=0) - totals
-        column = tl.min(tl.reshape(tl.arange(0, BLOCK), [ROWS, THREADS]), axis=0)  # the layout of totals
         end = out + k
-        first = segment * segment_len + column
+        first = segment * segment_len + layout_column(ROWS, THREADS)  # in the layout of totals
         for word in tl.static_range((ROWS + 31) // 32):
             in_word = layout_row // 32 == word
+            word_first = first + word * 32 * THREADS
             rows_left = tl.sum(tl.where(in_word, bit, 0), axis=0)  # distinct bits: the sum is their or
             most = tl.max(tl.sum(tl.where(in_word, grid, 0).to(tl.int32), axis=0), axis=0)
             # Four entries per step, their loads issued together (a store may alias a later load,
             # so the compiler keeps program order).
             for _ in range(tl.cdiv(most, 4)):
-                rows_left, j0, p0, at0 = next_entry(rows_left, position, first + word * 32 * THREADS, THREADS)
-                rows_left, j1, p1, at1 = next_entry(rows_left, p0, first + word * 32 * THREADS, THREADS)
-                rows_left, j2, p2, at2 = next_entry(rows_left, p1, first + word * 32 * THREADS, THREADS)
-                rows_left, j3, position, at3 = next_entry(rows_left, p2, first + word * 32 * THREADS, THREADS)
+                rows_left, j0, p0, at0 = next_entry(rows_left, position, word_first, THREADS)
+                rows_left, j1, p1, at1 = next_entry(rows_left, p0, word_first, THREADS)
+                rows_left, j2, p2, at2 = next_entry(rows_left, p1, word_first, THREADS)
+                rows_left, j3, position, at3 = next_entry(rows_left, p2, word_first, THREADS)
                 keep0, keep1, keep2, keep3 = p0 > at0, p1 > at1, p2 > at2, position > at3
                 keep0, keep1, keep2, keep3 = keep0 & (at0 < end), keep1 & (at1 < end), keep2 & (at2 < end), keep3 & (at3 < end)
                 x0 = tl.load(values_ptr + row * values_stride + j0, mask=keep0, other=0.0)
@@ -367,8 +363,8 @@ def launch_select_topk(
 
     segment: entries per program (rounded up to a power of 2, at least 2 * next_power_of_2(k));
     rows wider than that take more passes. On the GPU the default, 32768, is halved once when
-    the first pass would fill fewer than half the SMs (static shapes only). num_warps: 16 on the GPU (64 keys per thread at its
-    default segment of 32768). radix_bits: bits per digit of the threshold search (8 with the
+    the first pass would fill fewer than half the SMs (static shapes only). num_warps: 16 on the
+    GPU (64 keys per thread at its default segment of 32768). radix_bits: bits per digit of the threshold search (8 with the
     shared-memory histograms, at most log2 of the threads; 5 with ``tl.histogram``, whose cost
     grows with the bins). smem: the histograms in shared memory (default on NVIDIA GPUs; a pass
     whose block has fewer entries than threads counts with ``tl.histogram``).
