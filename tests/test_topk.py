@@ -344,12 +344,15 @@ def normalized_ptx(ptx: str) -> list[str]:
 
 
 def test_shared_histogram_order_in_sm90_ptx():
-    """The GPU launches compiled for sm_90 by the installed Triton: where the histograms are
-    counted in shared memory, the allocation holds their bins, and between the zero step and the
-    read (each with its barriers) the PTX touches shared memory only through the counting
-    ``red.shared.add``: no buffer of Triton's is live in between. That holds for both histograms
-    (the threshold search's and the tie search's). The asm steps are pure (for
-    Inductor's analysis), so this order is the compiler's to keep; this test checks it does.
+    """The GPU launches compiled for sm_90 by the installed Triton. Where the histograms are
+    counted in shared memory, each search (the threshold's, the ties') is one zero step, then a
+    loop of one counting ``red.shared.add`` per entry and one search step, with nothing else in
+    shared memory between them; after the search step, until the loop's back edge, Triton's
+    only buffer is the gather's, 8 bytes per thread from offset 0, and the launch's shared bytes
+    hold the search's region above it. The zero and search steps use the launch's bin count,
+    every add counts a key in [lo, top] at (key - lo) >> shift from the region's address. The
+    asm steps are pure (for Inductor's analysis), so this order is the compiler's to keep; this
+    test checks it does.
 
     Inductor's generated code may mark the strides divisible by 16, which vectorizes loads
     unless every address keeps one entry per thread; a vectorized segment broke the steps (four
@@ -367,29 +370,38 @@ def test_shared_histogram_order_in_sm90_ptx():
         assert normalized_ptx(inductor_ptx) == normalized_ptx(ptx), form
         lines = ptx.splitlines()
         zero = [i for i, line in enumerate(lines) if "%dynamic_smem_size" in line]
-        read = [i for i, line in enumerate(lines) if "ld.shared.u32 v" in line]
+        search = [i for i, line in enumerate(lines) if "shfl.sync.down" in line]
         if not form["SMEM"]:
-            assert not zero and not read
+            assert not zero and not search
             continue
-        assert shared >= 4 << form["RADIX_BITS"], (form, shared)
-        # Two histograms: the threshold search's and the tie search's (each search a loop whose
-        # body holds one).
-        assert len(zero) == len(read) == 2, (form, len(zero), len(read))
-        assert all(z < r for z, r in zip(zero, read)) and all(r < z for r, z in zip(read, zero[1:])), form
-        for z, r in zip(zero, read):
-            # Each step as compiled: the zero and the read step address the same bin (a thread's
-            # column) below the same bin count, between barriers; every add counts a key in
-            # [lo, top] at bin (key - lo) >> shift.
-            zero_step = re.search(r"bar\.sync 0;.*setp\.lt\.u32 p, (%r\d+), (%r\d+);.*mad\.lo\.u32 a, \1, 4, a; "
-                                  r"@p st\.shared\.u32 \[a\], 0; bar\.sync 0;", lines[z])
-            read_step = re.search(r"bar\.sync 0; setp\.lt\.u32 p, (%r\d+), (%r\d+); mov\.u32 v, 0;.*"
-                                  r"mad\.lo\.u32 a, \1, 4, a; @p ld\.shared\.u32 v, \[a\]; bar\.sync 0;", lines[r])
-            assert zero_step and read_step and zero_step.groups() == read_step.groups(), (form, lines[z], lines[r])
-            between = [line.strip() for line in lines[z + 1:r]]
+        bins, threads = 1 << form["RADIX_BITS"], form["THREADS"]
+        # The region: the bins, 40 words and 16 bytes of alignment, above the gather's buffer.
+        assert shared >= 8 * threads + 4 * bins + 176, (form, shared)
+        constants = dict(re.findall(r"mov\.b32\s+(%r\d+), (-?\d+);", ptx))
+        labels = {m.group(1): i for i, line in enumerate(lines) if (m := re.match(r"(\$L__BB\w+):", line))}
+        assert len(zero) == len(search) == 2, (form, len(zero), len(search))
+        assert zero[0] < search[0] < zero[1] < search[1], form
+        for z, s in zip(zero, search):
+            zero_step = re.search(r"shl\.b32 o, (%r\d+), 2; add\.u32 o, o, 160; add\.u32 a, o, (%r\d+); add\.u32 a, a, 16; "
+                                  r"setp\.lt\.u32 p, n, a; @p trap;.*mov\.u32 o, %tid\.x; setp\.lt\.u32 p, o, \1; "
+                                  r"mad\.lo\.u32 a, o, 4, %r\d+; @p st\.shared\.u32 \[a\], 0; bar\.sync 0; }", lines[z])
+            assert zero_step, (form, lines[z])
+            assert int(constants[zero_step.group(1)]) == bins and int(constants[zero_step.group(2)]) == 8 * threads, form
+            search_step = re.search(r"^\s*{ .*bar\.sync 0; sub\.u32 h, %r\d+, 160; mov\.u32 t, %tid\.x; shr\.u32 w, t, 5; "
+                                    r"setp\.lt\.u32 p, t, (%r\d+);.*@p ld\.shared\.u32 c, \[a\]; @p st\.shared\.u32 \[a\], 0;"
+                                    r".*bar\.sync 0;.*bar\.sync 0;.*}$", lines[s])
+            assert search_step and int(constants[search_step.group(1)]) == bins, (form, lines[s])
+            between = [line.strip() for line in lines[z + 1:s]]
             adds = [line for line in between if "red.shared.add.u32" in line]
-            assert len(adds) == form["BLOCK"] // form["THREADS"], (form, len(adds))
+            assert len(adds) == form["BLOCK"] // threads, (form, len(adds))
             counted = r"setp\.ge\.u32 p, (%r\d+), (%r\d+); setp\.le\.u32 q, \1, %r\d+; and\.pred p, p, q; " \
-                      r"sub\.u32 d, \1, \2; shr\.u32 d, d, %r\d+;.*mad\.lo\.u32 a, d, 4, a; @p red\.shared\.add\.u32 \[a\], 1;"
+                      r"sub\.u32 d, \1, \2; shr\.u32 d, d, %r\d+; mad\.lo\.u32 a, d, 4, %r\d+; @p red\.shared\.add\.u32 \[a\], 1;"
             assert all(re.search(counted, line) for line in adds), (form, adds[0])
             other = [line for line in between if ".shared" in line and "red.shared.add.u32" not in line]
             assert not other, (form, other[:3])
+            # From the search step to the loop's back edge (a branch to a label above the step).
+            back = next(i for i in range(s, len(lines))
+                        if (m := re.search(r"bra(?:\.uni)?\s+(\$L__BB\w+);", lines[i])) and labels[m.group(1)] < s)
+            tail = [line.strip() for line in lines[s + 1:back] if ".shared" in line]
+            assert len(tail) == 2 and tail[0].startswith("st.shared.b64"), (form, tail)
+            assert re.fullmatch(r"ld\.shared\.b64\s+%rd\d+, \[global_smem\];", tail[1]), (form, tail)
