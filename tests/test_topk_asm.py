@@ -1,10 +1,11 @@
 """select_topk's shared-memory search steps (``_SMEM_ZERO``, ``_SMEM_ADD``, ``_SMEM_SEARCH``) run on
 the CPU through a small PTX emulator of one thread block: every thread executes each instruction
 in lockstep, shared memory is a byte array, ``shfl.sync.down`` moves values within each warp of
-32. The radix search of ``radix_select_shared`` is driven around the steps as the kernel drives
-it, and its threshold checked against a sort, for 1 to 16 warps and 5- to 8-bit digits. The
-Triton interpreter takes the ``tl.histogram`` path, so in CI this is what runs the GPU path's
-PTX; the GPU tests check the compiled kernel end to end."""
+32. First the radix search is driven around the steps in Python and its threshold checked
+against a sort, for 1 to 16 warps and 5- to 8-bit digits; then the Triton interpreter runs the
+whole kernel's GPU path (``smem=True``) with the steps emulated, against the reference
+selection. On its own the interpreter cannot run inline asm, so in CI this is what runs the GPU
+path's PTX and the Triton code around it; the GPU tests check the compiled kernel end to end."""
 
 import re
 
@@ -201,3 +202,63 @@ def test_zero_step_traps_without_room_for_the_region():
     block = Block(512, 4096)
     block.run(topk._SMEM_ZERO.value, [None, 0, 256, 8 * 512])
     assert block.trapped
+
+
+@pytest.fixture
+def emulated_asm(monkeypatch):
+    """The Triton interpreter running the shared-memory steps through ``Block``: one block per
+    program (its shared memory filled with garbage when a program starts, sized as the launch's
+    allocation), a [THREADS] tensor's element t in thread t, a [ROWS, THREADS] tensor's rows one
+    after another (each thread's entries in program order)."""
+    from triton.runtime import interpreter
+
+    state = {"program": None, "block": None}
+
+    def create_inline_asm(self, asm, constraints, values, types, is_pure, pack):
+        shape = values[0].data.shape
+        threads = shape[-1]
+        if state["program"] != (self.grid_idx, threads):
+            state["program"] = (self.grid_idx, threads)
+            state["block"] = Block(threads, 16 * threads if threads > 32 else 1024)  # 4 * SHARED_WORDS
+            state["block"].smem[:] = 0xDEADBEEF
+        block = state["block"]
+        outputs = constraints.count("=")
+        data = [np.broadcast_to(v.data, shape).astype(np.int64).reshape(-1, threads) for v in values]
+        rows = [block.run(asm, [None] * outputs + [d[r] for d in data])[:outputs] for r in range(data[0].shape[0])]
+        assert not block.trapped
+
+        class Results:
+            def get_result(self, i):
+                out = np.stack([row[i] for row in rows]).reshape(shape)
+                return interpreter.TensorHandle(out.astype(np.uint32).view(np.int32), tl_int32)
+
+        return Results()
+
+    import triton.language as tl
+
+    tl_int32 = tl.int32
+    monkeypatch.setattr(interpreter.InterpreterBuilder, "create_inline_asm", create_inline_asm)
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("num_warps, segment, width, k", [(16, 8192, 20000, 700), (4, 512, 1500, 60),
+                                                          (2, 256, 700, 9), (1, 128, 300, 5)])
+def test_shared_search_through_the_kernel(emulated_asm, num_warps, segment, width, k, gen):
+    """The kernel's GPU path (``smem=True``: radix_select_shared's loop, its gather, the tie search
+    and the compaction) in the Triton interpreter with the asm steps emulated: rows wider than a
+    segment (a candidate pass after), each a hard case, ragged ends, against the reference."""
+    import os
+
+    import torch
+
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("needs the Triton interpreter")
+    from test_topk import assert_same_selection, hard_rows
+
+    rows = 8
+    logits = hard_rows(gen, rows, width)
+    row_ends = torch.randint(1, width + 1, (rows,), generator=gen, dtype=torch.int32)
+    row_ends[:2] = width
+    values, indices = topk.launch_select_topk(logits, row_ends, k, False, smem=True, num_warps=num_warps,
+                                              segment=segment)
+    assert_same_selection(logits, row_ends, k, values, indices)

@@ -19,9 +19,10 @@ registers, and writes the chosen entries in one compaction:
    and the thread walks its set bits, reading the value and index of those
    entries only.
 
-On NVIDIA GPUs every histogram is counted in shared memory by PTX atomics and
+On NVIDIA GPUs the histograms are counted in shared memory by PTX atomics and
 searched by one PTX step per pass (``radix_select_shared``: 8-bit digits, a
-thread per bin, five barriers a pass); elsewhere, and in the interpreter, by
+thread per bin, five barriers a pass, three in one warp), except in a pass whose
+block has fewer entries than threads; elsewhere, and in the interpreter, by
 ``tl.histogram`` and Triton's scan and reduction (``radix_select``: 5-bit
 digits, where its warp ballots stay cheap).
 
@@ -49,17 +50,20 @@ from ..reference import order_keys
 
 # The histograms in shared memory. Triton has no shared atomics: ``tl.histogram`` spends about
 # 30 instructions per entry on warp ballots at 64 bins (80 at 256), a shared ``red.add`` a few.
-# Three PTX steps, in a region at the top of the launch's dynamic shared memory that no buffer of
-# Triton's reaches (``SHARED_WORDS`` sizes the launch: Triton's one buffer in the search loop, the
-# 8 * THREADS bytes of a gather, sits below it): per search, one zero step (a bin per thread, then
-# a barrier; trapping if the launch has too few bytes); per pass, one add per entry and one search
-# step. The search step reads and clears each thread's bin, scans the counts (within the warp by
-# shuffles, across the warps of bins through shared memory), and the thread whose bin holds the
-# needed-th key writes (bin, keys above it, keys in it) for every thread to read: three barriers
-# a pass, and the counters are zero again for the next pass. Each step runs once per thread
-# (``%tid.x`` is its bin), which the one-entry-per-thread layout of the segment gives. The asm is
-# pure, so that Inductor's analysis sees which tensors the kernel writes; the order of the steps
-# is kept by data: each takes the previous one's result (the region's address) as an operand.
+# Three PTX steps, in a region at the top of the launch's dynamic shared memory (``SHARED_WORDS``
+# sizes the launch). During a search no buffer of Triton's reaches the region: its one buffer in
+# the search loop, the 8 * THREADS bytes of a gather, sits below it; the buffer that sizes the
+# allocation spans it, but is done with before the zero step, which takes its result. Per search,
+# one zero step (a bin per thread, then a barrier; trapping if the launch has too few bytes); per
+# pass, one add per entry and one search step. The search step reads and clears each thread's
+# bin, scans the counts (within the warp by shuffles, across the warps of bins through shared
+# memory), and the thread whose bin holds the needed-th key writes (bin, keys above it, keys in
+# it) for every thread to read: three barriers a pass, and the counters are zero again for the
+# next pass. The zero and search steps run once per thread (``%tid.x`` is its bin), the add once
+# per entry, which the one-entry-per-thread layout of the segment gives. The asm is pure, so that
+# Inductor's analysis sees which tensors the kernel writes; the order of the steps is kept by
+# data: the zero step takes a value that needs the allocation (or the tie keys' range), the adds
+# the region's address from the zero step or the last search, the search the sum of the adds.
 # One line each: Inductor copies constexpr globals into its generated code.
 # Region, from its 16-byte aligned start: warp totals (32 words), the search's result (4 words at
 # byte 128), the bins (from byte 160).
@@ -231,8 +235,8 @@ def radix_select_shared(key, lo, top, needed, wait, ROWS: tl.constexpr, THREADS:
         need -= above
         more = at > need
         # The outcome, the same in every thread, made a scalar by one gather (a shared-memory
-        # round trip, below the region): the chosen bucket's lowest key, whether only some of
-        # its keys are needed, whether to go on.
+        # round trip below the region; shuffles in one warp): the chosen bucket's lowest key,
+        # whether only some of its keys are needed, whether to go on.
         state = ((lo + (chosen.to(tl.uint32) << shift)).to(tl.int64) << 2) | (more.to(tl.int64) << 1)
         state = state | (more & (shift > 0)).to(tl.int64)
         state = tl.sum(tl.gather(state, tl.zeros([1], tl.int32), 0), axis=0)
