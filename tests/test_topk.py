@@ -185,9 +185,10 @@ def test_topk_logits_with_any_key_stride(backend_device, gen):
     "tuning, k",
     [(dict(segment=64, radix_bits=2), 5), (dict(segment=128, radix_bits=4), 30), (dict(segment=4096), 200),
      (dict(num_warps=1), 30), (dict(smem=False), 30), (dict(segment=256, num_warps=8, radix_bits=8), 30),
-     (dict(segment=4096, num_warps=1), 200)],
+     (dict(segment=4096, num_warps=1), 200), (dict(segment=512, num_warps=2), 30),
+     (dict(segment=512, num_warps=4), 30), (dict(segment=2048, num_warps=32), 100)],
     ids=["small-segments-and-digits", "segment128", "one-segment", "one-warp", "tl-histogram", "radix8",
-         "one-warp-32-rows-per-thread"],
+         "one-warp-32-rows-per-thread", "two-warps", "four-warps", "32-warps"],
 )
 def test_topk_launch_tuning_variants(tuning, k, backend_device, gen):
     """The launcher's knobs (segment size, warps, digits of the threshold search, where the
