@@ -14,58 +14,9 @@ pytest.importorskip("triton")
 
 from fp4_inductor.kernels import score  # noqa: E402
 from helpers import NEEDS_SM90_TOOLS, run_sm90_script  # noqa: E402
+from ptx_emulator import Block, prmt  # noqa: E402
 
 U = np.uint64
-M32 = U(0xFFFFFFFF)
-
-
-def prmt(a, b, sel):
-    """PTX prmt.b32, default mode: byte i of the result is byte (nibble i of sel) & 7 of {b, a};
-    a set bit 3 in that nibble replicates the selected byte's sign bit instead."""
-    a, b, sel = np.broadcast_arrays(a, b, sel)
-    pool = np.stack([(v >> U(8 * i)) & U(0xFF) for v in (a, b) for i in range(4)])
-    out = np.zeros(a.shape, dtype=np.uint64)
-    for i in range(4):
-        nib = (sel >> U(4 * i)) & U(0xF)
-        byte = np.take_along_axis(pool, (nib & U(7)).astype(np.int64)[None], 0)[0]
-        byte = np.where(nib & U(8), np.where(byte & U(0x80), U(0xFF), U(0)), byte)
-        out = out | (byte << U(8 * i))
-    return out
-
-
-def shift_left(x, n):
-    n = np.broadcast_to(n, np.shape(x))
-    return np.where(n >= U(32), U(0), (x << np.minimum(n, U(31))) & M32)
-
-
-OPS = {
-    "mov.b32": lambda a: a,
-    "not.b32": lambda a: ~a & M32,
-    "and.b32": lambda a, b: a & b,
-    "or.b32": lambda a, b: a | b,
-    "xor.b32": lambda a, b: a ^ b,
-    "add.u32": lambda a, b: (a + b) & M32,
-    "sub.u32": lambda a, b: (a - b) & M32,
-    "shl.b32": shift_left,  # PTX clamps shift amounts above 32
-    "shr.b32": lambda a, b: a >> np.minimum(b, U(32)),
-    "prmt.b32": prmt,
-}
-
-
-def run_ptx(asm: str, operands: dict) -> dict:
-    """Execute the straight-line PTX of ``asm`` on uint64 arrays holding 32-bit values."""
-    regs = dict(operands)
-    body = asm.strip()[1:-1]  # drop the outer braces
-    for stmt in filter(None, (s.strip() for s in body.split(";"))):
-        if stmt.startswith(".reg"):
-            continue
-        op, args = stmt.split(None, 1)
-        dst, *src = [a.strip() for a in args.split(",")]
-        if op not in OPS:
-            raise AssertionError(f"the emulator does not know {op!r}")
-        val = [U(int(a, 0)) if re.fullmatch(r"0x[0-9A-Fa-f]+|\d+", a) else regs[a] for a in src]
-        regs[dst] = np.asarray(OPS[op](*val), dtype=np.uint64) & M32
-    return regs
 
 
 def expected_elements(words, shift):
@@ -98,9 +49,8 @@ def test_operand_builder_matches_code_table(shift, form):
     # Every other pack=4 copy gets a different value, so reading the wrong one fails.
     operands = {f"${i}": np.full_like(words, U(0xDEADBEEF)) for i in range(2, 14)}
     operands.update(zip(regs, (words, np.full_like(words, lo), np.full_like(words, hi))))
-    out = run_ptx(str(asm.value), operands)
-    got = np.concatenate([np.stack([(out[r] >> U(8 * i)) & U(0xFF) for i in range(4)], 1)
-                          for r in ("$0", "$1")], 1).astype(np.int64)
+    out = Block(len(words), 0).run(str(asm.value), [None, None] + [operands[f"${i}"] for i in range(2, 14)])
+    got = np.concatenate([np.stack([(out[r] >> (8 * i)) & 0xFF for i in range(4)], 1) for r in (0, 1)], 1)
     got = np.where(got >= 128, got - 256, got)  # int8
     np.testing.assert_array_equal(got, expected_elements(words, shift))
 
