@@ -1,11 +1,11 @@
 """select_topk's shared-memory search steps (``_SMEM_ZERO``, ``_SMEM_ADD``, ``_SMEM_SEARCH``) run on
-the CPU through a small PTX emulator of one thread block: every thread executes each instruction
-in lockstep, shared memory is a byte array, ``shfl.sync.down`` moves values within each warp of
-32. First the radix search is driven around the steps in Python and its threshold checked
-against a sort, for 1 to 16 warps and 5- to 8-bit digits; then the Triton interpreter runs the
-whole kernel's GPU path (``smem=True``) with the steps emulated, against the reference
-selection. On its own the interpreter cannot run inline asm, so in CI this is what runs the GPU
-path's PTX and the Triton code around it; the GPU tests check the compiled kernel end to end."""
+the CPU through the PTX emulator of one thread block (tests/ptx_emulator.py: lockstep threads,
+shared memory as 32-bit words, ``shfl.sync.down`` within warps of 32). First the radix search is
+driven around the steps in Python and its threshold checked against a sort, for 1 to 16 warps
+and 5- to 8-bit digits; then the Triton interpreter runs the whole kernel's GPU path
+(``smem=True``) with the steps emulated, against the reference selection. On its own the
+interpreter cannot run inline asm, so in CI this is what runs the GPU path's PTX and the Triton
+code around it; the GPU tests check the compiled kernel end to end."""
 
 import numpy as np
 import pytest
