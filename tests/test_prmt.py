@@ -193,7 +193,41 @@ with open(sys.argv[1], "wb") as f:
     f.write(compile_scorer(score.score_paged_kernel, 1, hot).asm["cubin"])
 usage = subprocess.run([cuobjdump, "--dump-resource-usage", sys.argv[1]], capture_output=True, text=True, check=True)
 print(next(line for line in usage.stdout.splitlines() if "REG:" in line))
+sass = subprocess.run([cuobjdump, "--dump-sass", sys.argv[1]], capture_output=True, text=True, check=True)
+with open(sys.argv[1] + ".sass", "w") as f:
+    f.write(sass.stdout)
 """
+
+
+@pytest.fixture(scope="module")
+def wide_hot_kernel(tmp_path_factory):
+    """(resource usage line, SASS) of the default next_n=1 hot kernel compiled for sm_90 with the
+    installed Triton."""
+    path = tmp_path_factory.mktemp("wide") / "hot.cubin"
+    line = run_sm90_script(_COMPILE_WIDE, str(path)).strip()
+    with open(str(path) + ".sass") as f:
+        return line, f.read()
+
+
+def sass_instructions(sass: str) -> list[tuple[int, str]]:
+    """(address, instruction without its ';') of every instruction in a cuobjdump listing."""
+    found = re.findall(r"/\*([0-9a-f]{4,})\*/\s+([^;]*?)\s*;", sass)
+    return [(int(address, 16), text) for address, text in found]
+
+
+def tile_loop(instructions: list[tuple[int, str]]) -> tuple[int, int]:
+    """(first, last) address of the innermost loop that holds the tensor-core dots."""
+    dots = [address for address, text in instructions if "GMMA" in text and "WARPGROUP" not in text]
+    loops = []
+    for address, text in instructions:
+        target = re.search(r"BRA (0x[0-9a-f]+)", text)
+        if target and int(target.group(1), 16) < address:
+            first = int(target.group(1), 16)
+            if any(first <= dot <= address for dot in dots):
+                loops.append((address - first, first, address))
+    assert loops, "no loop around the dots"
+    _, first, last = min(loops)
+    return first, last
 
 
 def test_launch_plan():
@@ -238,12 +272,130 @@ def test_exact_pass_forms():
     assert (inline["MODE"], inline["ASM"], inline["SHARE_PAGES"]) == (0, True, 2)
 
 
-def test_wide_hot_kernel_needs_no_register_cap(tmp_path):
+def test_wide_hot_kernel_needs_no_register_cap(wide_hot_kernel):
     """The default next_n=1 hot kernel runs one 512-thread program per SM without ``maxnreg``
     (which Inductor does not pass): 512 threads hold ptxas to 128 registers, and the kernel
-    spills little under that. Compiled for sm_90 with the installed Triton: 48 bytes of stack on
-    Triton 3.6, 88 on 3.7, loop invariants reloaded once per request, none in the loop over
-    tiles. A change that makes it spill heavily fails here before it slows the GPU."""
-    line = run_sm90_script(_COMPILE_WIDE, str(tmp_path / "hot.cubin")).strip()
+    spills little under that. Compiled for sm_90 with the installed Triton: 40 bytes of stack on
+    Triton 3.6, 136 on 3.7.1, loop invariants reloaded once per request, none in the loop over
+    tiles. A change that makes it spill heavily, or spill in that loop, fails here before it
+    slows the GPU."""
+    line, sass = wide_hot_kernel
     usage = {k: int(v) for k, v in (f.split(":") for f in line.split()) if k in ("REG", "STACK")}
-    assert usage["STACK"] <= 128, f"the wide hot kernel spills: {line}"
+    assert usage["STACK"] <= 160, f"the wide hot kernel spills: {line}"
+    instructions = sass_instructions(sass)
+    first, last = tile_loop(instructions)
+    spills = [text for address, text in instructions if first <= address <= last and re.match(r"(LDL|STL)\b", text)]
+    assert not spills, f"local memory in the loop over tiles: {spills}"
+
+
+def pingpong_step(asm: str, first_half: bool) -> tuple[str, int] | None:
+    """(``sync`` or ``arrive``, barrier) that one half of the CTA runs in a ping-pong step of
+    score.py, or None."""
+    assert "mov.u32 t, %tid.x; setp.lt.u32 p, t, 256;" in asm
+    both = re.search(r"selp\.u32 b, (\d), (\d), p; barrier\.(sync|arrive) b, 512;", asm)
+    if both:
+        return both.group(3), int(both.group(1) if first_half else both.group(2))
+    one = re.fullmatch(r".*@(!?)p barrier\.(sync|arrive) (\d), 512;.*", asm)
+    assert one, asm
+    return (one.group(2), int(one.group(3))) if (one.group(1) == "") == first_half else None
+
+
+def run_pingpong(loops: list[int], prefer, steps: dict, cta_barriers: tuple = ()) -> list[int]:
+    """The halves of a CTA through ``loops`` (tiles per loop, one loop after another, each
+    after a CTA barrier as in the kernel) with the named barriers' semantics: a barrier completes
+    when 512 threads, both halves, have arrived or wait there, and a half that waits blocks until
+    then. ``cta_barriers``: where else each tile holds a CTA barrier (``before wait``, ``in
+    window``: between the wait and the signal, ``after signal``). ``prefer(runnable)`` picks the
+    half that moves next. Returns the halves in the order of their dots; fails on a deadlock, on
+    both halves at their dots at once, on dots that do not alternate starting with the first
+    half, and on a barrier left with arrivals after the last loop."""
+    programs = []
+    for half in (0, 1):
+        program = []
+        for tiles in loops:
+            program += [("sync", 0), pingpong_step(steps["first"], half == 0)]
+            for _ in range(tiles):
+                program += [("sync", 0)] if "before wait" in cta_barriers else []
+                program += [pingpong_step(steps["wait"], half == 0), ("dot", half), ("done", half)]
+                program += [("sync", 0)] if "in window" in cta_barriers else []
+                program += [pingpong_step(steps["signal"], half == 0)]
+                program += [("sync", 0)] if "after signal" in cta_barriers else []
+            program.append(pingpong_step(steps["last"], half == 0))
+        programs.append([step for step in program if step is not None])
+    at, waiting, arrived, in_dot, dots = [0, 0], [None, None], {}, [False, False], []
+    while at[0] < len(programs[0]) or at[1] < len(programs[1]):
+        runnable = [h for h in (0, 1) if at[h] < len(programs[h]) and waiting[h] is None]
+        assert runnable, f"deadlock: the halves wait on {waiting}, arrivals {arrived}"
+        half = prefer(runnable)
+        op, value = programs[half][at[half]]
+        at[half] += 1
+        if op in ("dot", "done"):
+            assert op == "done" or not in_dot[1 - half], "both halves at their dots"
+            in_dot[half] = op == "dot"
+            dots += [half] if op == "dot" else []
+            continue
+        arrived[value] = arrived.get(value, 0) + 1
+        if op == "sync":
+            waiting[half] = value
+        if arrived[value] == 2:
+            arrived[value] = 0
+            waiting = [None if w == value else w for w in waiting]
+    assert not any(arrived.values()), f"barriers left with arrivals: {arrived}"
+    assert dots == [0, 1] * sum(loops), dots
+    return dots
+
+
+PINGPONG_STEPS = {"first": score._PINGPONG_FIRST.value, "wait": score._PINGPONG_WAIT.value,
+                  "signal": score._PINGPONG_SIGNAL.value, "last": score._PINGPONG_LAST.value}
+SCHEDULES = {"first half": lambda rng: lambda r: r[0], "second half": lambda rng: lambda r: r[-1],
+             "random": lambda rng: lambda r: r[rng.integers(len(r))]}
+
+
+@pytest.mark.parametrize("schedule", list(SCHEDULES))
+@pytest.mark.parametrize("cta_barriers", [(), ("before wait",), ("after signal",), ("before wait", "after signal")])
+def test_pingpong_protocol(schedule, cta_barriers):
+    """The 16-warp hot loop's ping-pong, as its asm steps say it: over loops of 1 to 5 tiles,
+    under any order of the two halves, with or without CTA barriers outside the window between
+    a wait and its signal (Triton's layout conversions), it never deadlocks, the halves' dots
+    never overlap and alternate starting with the first half, and every loop leaves both
+    barriers as it found them (so the next loop, and the kernel's end, find them clean)."""
+    prefer = SCHEDULES[schedule](np.random.default_rng(7))
+    run_pingpong([1, 3, 2, 5, 1, 4], prefer, PINGPONG_STEPS, cta_barriers)
+
+
+def test_pingpong_protocol_catches_wrong_barriers():
+    """The check above fails for a half that signals the barrier it waits on, for a first
+    signal on the wrong barrier, and for a CTA barrier inside the window (the deadlock that
+    test_wide_hot_loop_pingpongs_on_sm90 rules out in the compiled loop)."""
+    selfish = dict(PINGPONG_STEPS, signal=PINGPONG_STEPS["signal"].replace("selp.u32 b, 2, 1", "selp.u32 b, 1, 2"))
+    wrong_first = dict(PINGPONG_STEPS, first=PINGPONG_STEPS["first"].replace("arrive 1,", "arrive 2,"))
+    for steps, cta_barriers in ((selfish, ()), (wrong_first, ()), (PINGPONG_STEPS, ("in window",))):
+        for schedule in SCHEDULES:
+            with pytest.raises(AssertionError):
+                run_pingpong([3, 2], SCHEDULES[schedule](np.random.default_rng(7)), steps, cta_barriers)
+
+
+def test_wide_hot_loop_pingpongs_on_sm90(wide_hot_kernel):
+    """In the compiled sm_90 hot kernel (installed Triton), the loop over tiles holds one wait on
+    a barrier chosen per half before its first dot and one signal after its last tensor-core
+    wait, and no CTA barrier (bar 0) between them, which would deadlock the halves
+    (test_pingpong_protocol_catches_wrong_barriers). The second half's first signal comes
+    before the loop, the first half's taking it back after."""
+    instructions = sass_instructions(wide_hot_kernel[1])
+    first, last = tile_loop(instructions)
+    loop = [text for address, text in instructions if first <= address <= last]
+    named = [i for i, text in enumerate(loop) if re.fullmatch(r"BAR\.(SYNC(\.DEFER_BLOCKING)?|ARV) R\d+, 0x200", text)]
+    assert len(named) == 2, [loop[i] for i in named]
+    wait, signal = named
+    assert loop[wait].startswith("BAR.SYNC") and loop[signal].startswith("BAR.ARV")
+    dots = [i for i, text in enumerate(loop) if "GMMA" in text and "WARPGROUP" not in text]
+    depbars = [i for i, text in enumerate(loop) if "WARPGROUP.DEPBAR" in text]
+    assert wait < min(dots) and signal > max(depbars)
+    window = loop[wait + 1:signal]
+    assert not [text for text in window if re.search(r"\bBAR\.", text)], "a CTA barrier between wait and signal"
+    other = [text for text in loop if re.search(r"\bBAR\.", text) and "0x200" in text]
+    assert len(other) == 2, other
+    before = [text for address, text in instructions if address < first]
+    after = [text for address, text in instructions if address > last]
+    assert any(re.fullmatch(r"@!?P\d BAR\.ARV 0x1, 0x200", text) for text in before)
+    assert any(re.fullmatch(r"@!?P\d BAR\.SYNC(\.DEFER_BLOCKING)? 0x1, 0x200", text) for text in after)

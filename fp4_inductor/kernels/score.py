@@ -104,6 +104,46 @@ _PRMT_ASM_BYTES = tl.constexpr(_prmt_asm("$2", "$3", "$7"))
 _PRMT_ASM_WORDS = tl.constexpr(_prmt_asm("$2", "$6", "$10"))
 
 
+# Ping-pong of the 16-warp hot loop (next_n=1, 4 pages per tile): the CTA's halves (warpgroups
+# 0-1, threads below 256, and 2-3) take turns at the dot, each while the other builds its next
+# operands or sums its logits, through named barriers 1 and 2 in their non-aligned forms (the
+# halves meet a barrier at different places). The first half waits on 1 before its dot and
+# signals 2 after it; the second waits on 2 and signals 1. Before the loop the second half
+# signals 1 once, so the first half goes first; after it the first half takes that signal back,
+# so a loop leaves both barriers as it found them, and the CTA barrier before the loop keeps the
+# next loop's first signal after that. No data passes between the halves: the barriers only
+# order them. Each step passes one operand through unchanged, so that its place follows the
+# data (asm declared pure, as Inductor's analysis needs): the wait after the key operand is
+# built, the signal once the dot's result is in. No CTA barrier may fall between a wait and its
+# signal (a half would wait there for the other, which waits for its signal): Triton puts its
+# layout conversions outside that window, and tests/test_prmt.py checks the protocol and the
+# compiled loop.
+def _pingpong_asm(step: str, registers: int) -> str:
+    moves = " ".join(f"mov.b32 ${i}, ${i + registers};" for i in range(registers))
+    return ("{ .reg .pred p; .reg .u32 t, b; mov.u32 t, %tid.x; setp.lt.u32 p, t, 256; " + step + " " + moves
+            + " }")
+
+
+def _pingpong_constraints(registers: int) -> str:
+    return ",".join(["=r"] * registers + ["r"] * registers)
+
+
+# On the key operand's 32 int8 per thread (8 registers), the accumulator's 32 int32 and a scalar.
+_PINGPONG_WAIT = tl.constexpr(_pingpong_asm("selp.u32 b, 1, 2, p; barrier.sync b, 512;", 8))
+_PINGPONG_SIGNAL = tl.constexpr(_pingpong_asm("selp.u32 b, 2, 1, p; barrier.arrive b, 512;", 32))
+_PINGPONG_FIRST = tl.constexpr(_pingpong_asm("@!p barrier.arrive 1, 512;", 1))
+_PINGPONG_LAST = tl.constexpr(_pingpong_asm("@p barrier.sync 1, 512;", 1))
+_PINGPONG_8 = tl.constexpr(_pingpong_constraints(8))
+_PINGPONG_32 = tl.constexpr(_pingpong_constraints(32))
+_PINGPONG_1 = tl.constexpr(_pingpong_constraints(1))
+
+
+@triton.jit
+def pingpong(x, STEP: tl.constexpr, CONSTRAINTS: tl.constexpr, PACK: tl.constexpr):
+    """``x`` unchanged, after one ping-pong step (``_PINGPONG_*``) in every thread: PACK must be
+    the number of x's elements per thread (one asm call each)."""
+    return tl.inline_asm_elementwise(STEP, CONSTRAINTS, [x], dtype=x.dtype, is_pure=True, pack=PACK)
+
 @triton.jit
 def signed_magnitude(nibble, shift):
     """E2M1 nibble (int32) -> int32 value * 2 << shift (the interpreter's operand builder)."""
@@ -546,12 +586,14 @@ def score_request(
                 # epilogue, and ptxas runs that epilogue while the second dot is in flight
                 # (launch_plan). The second tile of an odd pair reads the share's last page again
                 # (tile_page_ids clamps) and stores nothing (``limit``).
-                # Barriers: at 16 warps Triton leaves one before each tile's first dot (for the
-                # query operand, stored to shared memory before the loop); the four warpgroups
-                # in lockstep are faster than without it (H200, next_n=1: 93 vs 97 us). The
-                # paired 8-warp loop has none, and one per step costs a quarter (118 vs 146 us
-                # at next_n=2): one warpgroup's dot runs under the other's build and epilogue.
+                # Barriers: the 16-warp loop at 4 pages ping-pongs its halves (_PINGPONG_WAIT);
+                # the CTA barrier Triton would leave before each tile's first dot (for the query
+                # operand) is taken before the loop. H200, next_n=1: 89.6-90.0 us against
+                # 94.2-94.4 for the four warpgroups in lockstep, and 97 for no barrier at all.
+                # The paired 8-warp loop has none, and one per step costs a quarter (118 vs 146
+                # us at next_n=2): one warpgroup's dot runs under the other's build and epilogue.
                 STEP: tl.constexpr = (2 if PAIRS else 1) * TILE_PAGES
+                PINGPONG: tl.constexpr = ASM and (not PAIRS) and WARPS == 16 and TILE_PAGES == 4 and ROWS == 1
                 p0 = tile_page_ids(bt_row, block_table_page_stride, page_begin, page_end, TILE_PAGES, WARPS)
                 exp0, x0 = tile_keys(cache_ptr, page_stride, p0, TILE_PAGES, WARPS)
                 p0 = tile_page_ids(bt_row, block_table_page_stride, page_begin + STEP, page_end, TILE_PAGES, WARPS)
@@ -564,6 +606,9 @@ def score_request(
                 out_rows = out_ptr.to(tl.int64) + (first_row + rr).to(tl.int64)[None, :] * (out_stride * 4)
                 limit = tl.where(rr < rows_here, tl.minimum(row_ends, page_end * 64) if PAIRS else row_ends, 0)
                 stored = tl.zeros((M, ROWS), dtype=tl.int32)  # the stores' zeros, kept live (st_f32)
+                if PINGPONG:
+                    tl.debug_barrier()
+                    page_begin = pingpong(page_begin, _PINGPONG_FIRST, _PINGPONG_1, 1)
                 for tile in range(page_begin, page_end, STEP):
                     cur_exp0, cur_x0 = exp0, x0
                     exp0, x0 = tile_keys(cache_ptr, page_stride, p0, TILE_PAGES, WARPS)
@@ -574,7 +619,11 @@ def score_request(
                         p1 = tile_page_ids(bt_row, block_table_page_stride, tile + 2 * STEP + TILE_PAGES, page_end,
                                            TILE_PAGES, WARPS)
                     k_max0, ka, kb, fewest = word_operands(cur_exp0, cur_x0, fewest, ASM)
+                    if PINGPONG:
+                        ka = pingpong(ka, _PINGPONG_WAIT, _PINGPONG_8, 32)
                     acc0 = key_dot(ka, kb, qa, qb, QUERY_FLOAT, DOT_DTYPE)
+                    if PINGPONG:
+                        acc0 = pingpong(acc0, _PINGPONG_SIGNAL, _PINGPONG_32, 32)
                     if PAIRS:
                         k_max1, ka, kb, fewest = word_operands(cur_exp1, cur_x1, fewest, ASM)
                     value0 = folded_logits(acc0, w_folded, ROWS, HEADS, ASM, QUERY_FLOAT)
@@ -590,6 +639,10 @@ def score_request(
                                              value1, limit, ROWS, ASM)
                 # Zero, so the flag does not change; it keeps every store in the code.
                 fewest = tl.minimum(fewest, tl.min(stored, axis=1) + FOLD_LIMIT)
+                if PINGPONG:
+                    # The first half takes back the second's signal from before the loop (the
+                    # difference is 0; it keeps the step in the code).
+                    fewest += pingpong(page_end, _PINGPONG_LAST, _PINGPONG_1, 1) - page_end
             else:
                 # Software pipeline: page ids two tiles ahead, scales and payload one tile ahead, so
                 # the loads of the next tile are in flight while this one is converted and multiplied.
@@ -761,7 +814,8 @@ def launch_plan(word_fed: bool, columns: int, tuning: dict) -> tuple[int, int, i
       pages, one program per SM, one tile per step. 512 threads hold ptxas to 128 registers
       without a cap, so torch.compile (Inductor passes no ``maxnreg``) runs it as fast as eager:
       88.0-88.1 us, against 91.3-91.7 with tiles in pairs and 95.6 for 4 warps capped at 168
-      registers.
+      registers (one run); its halves in ping-pong (score_request) take it from 94.2-94.4 to
+      89.6-90.0 us in another.
     - the word-fed hot kernel with more columns (two-row blocks): 8 warps x 2 pages, one
       program per SM (254 registers, no spill), tiles in pairs: next_n=2 118.3 us, next_n=4
       215.1, B=16 x 131072 next_n=2 118.6, against 132.6 / 235.6 / 131 for the former 4 warps
