@@ -187,26 +187,37 @@ if not os.path.exists(cuobjdump):
     sys.exit(3)
 from fp4_inductor.kernels import score
 from fp4_inductor.kernels.sm90 import compile_scorer
-tile, warps, _, pairs, split = score.launch_plan(True, 64, {})
-hot = score.launch_forms("fixup", True, True, tile, warps, pairs, split)[0]
-with open(sys.argv[1], "wb") as f:
-    f.write(compile_scorer(score.score_paged_kernel, 1, hot).asm["cubin"])
-usage = subprocess.run([cuobjdump, "--dump-resource-usage", sys.argv[1]], capture_output=True, text=True, check=True)
-print(next(line for line in usage.stdout.splitlines() if "REG:" in line))
-sass = subprocess.run([cuobjdump, "--dump-sass", sys.argv[1]], capture_output=True, text=True, check=True)
-with open(sys.argv[1] + ".sass", "w") as f:
-    f.write(sass.stdout)
+for rows in (1, 2):
+    tile, warps, _, pairs, split = score.launch_plan(True, rows * 64, {})
+    hot = score.launch_forms("fixup", True, True, tile, warps, pairs, split)[0]
+    cubin = os.path.join(sys.argv[1], f"hot{rows}.cubin")
+    with open(cubin, "wb") as f:
+        f.write(compile_scorer(score.score_paged_kernel, rows, hot).asm["cubin"])
+    usage = subprocess.run([cuobjdump, "--dump-resource-usage", cubin], capture_output=True, text=True, check=True)
+    print(next(line for line in usage.stdout.splitlines() if "REG:" in line))
+    sass = subprocess.run([cuobjdump, "--dump-sass", cubin], capture_output=True, text=True, check=True)
+    with open(cubin + ".sass", "w") as f:
+        f.write(sass.stdout)
 """
 
 
 @pytest.fixture(scope="module")
-def wide_hot_kernel(tmp_path_factory):
-    """(resource usage line, SASS) of the default next_n=1 hot kernel compiled for sm_90 with the
-    installed Triton."""
-    path = tmp_path_factory.mktemp("wide") / "hot.cubin"
-    line = run_sm90_script(_COMPILE_WIDE, str(path)).strip()
-    with open(str(path) + ".sass") as f:
-        return line, f.read()
+def hot_kernels(tmp_path_factory):
+    """{rows per block: (resource usage line, SASS)} of the default word-fed hot kernels (next_n=1
+    and two-row blocks) compiled for sm_90 with the installed Triton."""
+    path = tmp_path_factory.mktemp("hot")
+    lines = run_sm90_script(_COMPILE_WIDE, str(path)).strip().splitlines()
+    kernels = {}
+    for rows, line in zip((1, 2), lines):
+        with open(path / f"hot{rows}.cubin.sass") as f:
+            kernels[rows] = (line, f.read())
+    return kernels
+
+
+@pytest.fixture(scope="module")
+def wide_hot_kernel(hot_kernels):
+    """(resource usage line, SASS) of the default next_n=1 hot kernel."""
+    return hot_kernels[1]
 
 
 def sass_instructions(sass: str) -> list[tuple[int, str]]:
@@ -276,16 +287,31 @@ def test_wide_hot_kernel_needs_no_register_cap(wide_hot_kernel):
     """The default next_n=1 hot kernel runs one 512-thread program per SM without ``maxnreg``
     (which Inductor does not pass): 512 threads hold ptxas to 128 registers, and the kernel
     spills little under that. Compiled for sm_90 with the installed Triton: 40 bytes of stack on
-    Triton 3.6, 136 on 3.7.1, loop invariants reloaded once per request, none in the loop over
+    Triton 3.6, 64 on 3.7.1, loop invariants reloaded once per request, none in the loop over
     tiles. A change that makes it spill heavily, or spill in that loop, fails here before it
     slows the GPU."""
     line, sass = wide_hot_kernel
     usage = {k: int(v) for k, v in (f.split(":") for f in line.split()) if k in ("REG", "STACK")}
-    assert usage["STACK"] <= 160, f"the wide hot kernel spills: {line}"
+    assert usage["STACK"] <= 128, f"the wide hot kernel spills: {line}"
     instructions = sass_instructions(sass)
     first, last = tile_loop(instructions)
     spills = [text for address, text in instructions if first <= address <= last and re.match(r"(LDL|STL)\b", text)]
     assert not spills, f"local memory in the loop over tiles: {spills}"
+
+
+@pytest.mark.parametrize("rows", [1, 2])
+def test_hot_loops_keep_keys_out_of_shared_memory(hot_kernels, rows):
+    """The word-fed loads land in the dot operand's layout (``_GROUP_LAST`` picks the arrangement
+    the installed Triton compiles so): the hot loop over tiles, next_n=1 and two-row blocks,
+    holds no shared-memory load or store and no CTA barrier. With the other arrangement Triton
+    converts the scales and words through shared memory, 14 loads, 12 stores and 16 CTA barriers
+    per tile at next_n=1."""
+    instructions = sass_instructions(hot_kernels[rows][1])
+    first, last = tile_loop(instructions)
+    loop = [text for address, text in instructions if first <= address <= last]
+    shared = [text for text in loop if re.match(r"(LDS|STS|LDSM)\b", text)]
+    cta = [text for text in loop if re.fullmatch(r"BAR\.SYNC(\.DEFER_BLOCKING)? 0x0", text)]
+    assert not shared and not cta, (shared, cta)
 
 
 def pingpong_step(asm: str, first_half: bool) -> tuple[str, int] | None:

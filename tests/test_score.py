@@ -324,6 +324,29 @@ def test_word_fed_tiles_in_pairs(pairs, tile_pages, key_spread, backend_device, 
     check_launch(case, query, device, tile_pages=tile_pages, num_warps=4 * tile_pages, pairs=pairs)
 
 
+@pytest.mark.parametrize("group_last", [False, True])
+def test_word_fed_loads_in_either_arrangement(group_last, backend_device, gen, monkeypatch):
+    """The word-fed loads come in two arrangements (``_GROUP_LAST``: the one each Triton version
+    compiles into the dot operand's layout); both hand the loop the same keys. Run by the
+    interpreter with each, the hot and exact passes score every valid entry right (keys that
+    fold and keys that do not, one-row and two-row blocks, 16 warps x 4 pages). The GPU runs the
+    arrangement its Triton compiles (test_prmt.py checks that it needs no shared memory)."""
+    from fp4_inductor.kernels import score
+
+    backend, device = backend_device
+    if backend != "triton" or device != "cpu":
+        pytest.skip("the interpreter takes either arrangement; a GPU compiles its Triton's")
+    from triton.language import constexpr
+
+    monkeypatch.setattr(score, "_GROUP_LAST", constexpr(group_last))
+    run_programs_in_reverse(monkeypatch)
+    case = scoring_case(gen, device, heads=32, query_lens=[2, 1, 1, 2], seq_lens=[700, 64, 333, 1090], key_spread=5)
+    query = fp4.quantize_queries(case["q"], backend="triton")
+    check_launch(case, query, device, tile_pages=4, num_warps=16)
+    one_row = scoring_case(gen, device, heads=32, query_lens=[1, 1, 1], seq_lens=[530, 1024, 77], key_spread=5)
+    check_launch(one_row, fp4.quantize_queries(one_row["q"], backend="triton"), device, tile_pages=4, num_warps=16)
+
+
 @pytest.mark.parametrize("split", [2, 3])
 @pytest.mark.parametrize("query_kind", ["fp4", "bf16"])
 def test_exact_pass_on_more_programs(split, query_kind, backend_device, gen, monkeypatch):

@@ -171,15 +171,26 @@ def load_key_bytes(cache_ptr, page, page_stride, token, ok, ASM: tl.constexpr):
         return tl.load(base, mask=ok, other=0), tl.load(base + 2, mask=ok, other=0)
 
 
+# How the word-fed loads are arranged so that the compiled loads land in the int8 dot operand's
+# layout, with no conversion through shared memory in the hot loop. Compiled for sm_90 (the
+# tests in tests/test_prmt.py), Triton 3.6 does so for the arrangement [group, lane row, warp,
+# row bit 3, repeat, word] and Triton 3.7 for [row bit 3, repeat, warp, lane row, group, word];
+# each converts the other's through shared memory, 16 CTA barriers per tile.
+_GROUP_LAST = tl.constexpr(tuple(int(v) for v in triton.__version__.split(".")[:2]) >= (3, 7))
+
+
 @triton.jit
 def tile_page_ids(bt_row, block_table_page_stride, first, page_end, TILE_PAGES: tl.constexpr, WARPS: tl.constexpr):
     """Page ids of the tile's rows (block-table entries from ``first``, clamped to the share's
     last page ``page_end - 1``, so slots past the share read a page of the share itself: never
-    stored, and never flagging the program for the exact pass), int64, as [1, 1, warp, 1,
-    repeat, 1] in the arrangement of ``tile_keys``."""
+    stored, and never flagging the program for the exact pass), int64, shaped as ``tile_rows``
+    with 1 for every dimension but warp and repeat."""
     REPS: tl.constexpr = 64 * TILE_PAGES // (16 * WARPS)
     w = tl.arange(0, WARPS)[None, None, :, None, None, None]
-    rep = tl.arange(0, REPS)[None, None, None, None, :, None]
+    if _GROUP_LAST:
+        rep = tl.arange(0, REPS)[None, :, None, None, None, None]
+    else:
+        rep = tl.arange(0, REPS)[None, None, None, None, :, None]
     index = tl.minimum(first + (rep * (16 * WARPS) + w * 16) // 64, page_end - 1)
     return tl.load(bt_row + index * block_table_page_stride).to(tl.int64)
 
@@ -190,20 +201,27 @@ def tile_keys(cache_ptr, page_stride, page, TILE_PAGES: tl.constexpr, WARPS: tl.
     Triton's coalescing puts them in the int8 dot operand's own layout (no conversion in the
     loop). Row r = repeat * 16 * WARPS + warp * 16 + row bit 3 * 8 + lane row holds token r % 64
     of page r // 64; word column w holds payload word w // 4 of group w % 4 (the hot loop's
-    permuted K order). The loads are shaped [group, lane row, warp, row bit 3, repeat, word]."""
+    permuted K order). The loads are arranged as ``tile_rows`` says, with the word last."""
     scales = tile_scales(cache_ptr, page_stride, page, TILE_PAGES, WARPS)
     return scales, tile_words(cache_ptr, page_stride, page, TILE_PAGES, WARPS)
 
 
 @triton.jit
 def tile_rows(TILE_PAGES: tl.constexpr, WARPS: tl.constexpr):
-    """Token and group of ``tile_keys``' load, as [group, lane row, warp, row bit 3, repeat, 1]."""
+    """Token and group of ``tile_keys``' load, as [group, lane row, warp, row bit 3, repeat, 1],
+    or with ``_GROUP_LAST`` as [row bit 3, repeat, warp, lane row, group, 1]."""
     REPS: tl.constexpr = 64 * TILE_PAGES // (16 * WARPS)
-    c = tl.arange(0, 4)[:, None, None, None, None, None]
-    lane_row = tl.arange(0, 8)[None, :, None, None, None, None]
     warp = tl.arange(0, WARPS)[None, None, :, None, None, None]
-    row_bit3 = tl.arange(0, 2)[None, None, None, :, None, None]
-    rep = tl.arange(0, REPS)[None, None, None, None, :, None]
+    if _GROUP_LAST:
+        row_bit3 = tl.arange(0, 2)[:, None, None, None, None, None]
+        rep = tl.arange(0, REPS)[None, :, None, None, None, None]
+        lane_row = tl.arange(0, 8)[None, None, None, :, None, None]
+        c = tl.arange(0, 4)[None, None, None, None, :, None]
+    else:
+        c = tl.arange(0, 4)[:, None, None, None, None, None]
+        lane_row = tl.arange(0, 8)[None, :, None, None, None, None]
+        row_bit3 = tl.arange(0, 2)[None, None, None, :, None, None]
+        rep = tl.arange(0, REPS)[None, None, None, None, :, None]
     return (lane_row + warp * 16 + row_bit3 * 8 + rep * (16 * WARPS)) % 64, c
 
 
@@ -214,8 +232,12 @@ def tile_scales(cache_ptr, page_stride, page, TILE_PAGES: tl.constexpr, WARPS: t
     REPS: tl.constexpr = M // (16 * WARPS)
     token, c = tile_rows(TILE_PAGES, WARPS)
     scale_at = cache_ptr + page * page_stride + 4096 + (token % 16) * 4 + token // 16 + c * 64
-    e5 = tl.load(tl.reshape(scale_at, (4, 8, WARPS, 2, REPS)))
-    return tl.reshape(tl.permute(e5, (4, 2, 3, 1, 0)), (M, 4)).to(tl.int32)
+    # To [repeat, warp, row bit 3, lane row, group].
+    if _GROUP_LAST:
+        e5 = tl.permute(tl.load(tl.reshape(scale_at, (2, REPS, WARPS, 8, 4))), (1, 2, 0, 3, 4))
+    else:
+        e5 = tl.permute(tl.load(tl.reshape(scale_at, (4, 8, WARPS, 2, REPS))), (4, 2, 3, 1, 0))
+    return tl.reshape(e5, (M, 4)).to(tl.int32)
 
 
 @triton.jit
@@ -226,7 +248,12 @@ def tile_words(cache_ptr, page_stride, page, TILE_PAGES: tl.constexpr, WARPS: tl
     j4 = tl.arange(0, 4)[None, None, None, None, None, :]
     words = cache_ptr.to(tl.pointer_type(tl.int32)) + page * (page_stride // 4)
     x6 = tl.load(words + c * 256 + token * 4 + j4)
-    return tl.reshape(tl.permute(x6, (4, 2, 3, 1, 5, 0)), (M, 16))
+    # To [repeat, warp, row bit 3, lane row, word, group].
+    if _GROUP_LAST:
+        x6 = tl.permute(x6, (1, 2, 0, 3, 5, 4))
+    else:
+        x6 = tl.permute(x6, (4, 2, 3, 1, 5, 0))
+    return tl.reshape(x6, (M, 16))
 
 
 @triton.jit
