@@ -401,6 +401,34 @@ def test_pingpong_protocol_catches_wrong_barriers():
                 run_pingpong([3, 2], SCHEDULES[schedule](np.random.default_rng(7)), steps, cta_barriers)
 
 
+_COMPILE_HEADS = NEEDS_SM90_TOOLS + """
+from fp4_inductor.kernels import score
+from fp4_inductor.kernels.sm90 import compile_scorer
+form = score.launch_forms("fixup", True, True, 4, 16, False, 2)[0]
+for rows, heads in ((1, 16), (1, 32), (1, 64), (1, 128), (2, 32)):
+    ptx = compile_scorer(score.score_paged_kernel, rows, form, heads=heads).asm["ptx"]
+    wait, signal = ptx.find("barrier.sync b, 512;"), ptx.find("barrier.arrive b, 512;")
+    # -1: a signal placed before its wait.
+    window = (ptx[wait:signal].count("bar.sync") + ptx[wait:signal].count("barrier.sync 0") if wait < signal else -1
+              ) if wait >= 0 else 0
+    print(rows, heads, ptx.count("barrier.sync b, 512;"), ptx.count("barrier.arrive b, 512;"), window)
+"""
+
+
+def test_pingpong_only_where_its_packs_fit():
+    """The 16-warp x 4-page hot loop ping-pongs only where each step is one asm call per thread:
+    at most 64 columns (rows x heads), so at most 32 accumulator entries per thread. At 128
+    columns the signal would run twice a tile (two packs), letting a half run ahead of the
+    other; there the loop keeps Triton's lockstep. Compiled for sm_90 with the installed
+    Triton, counting the steps in the PTX, and the CTA barriers between a wait and its signal,
+    which would deadlock the halves (none; test_wide_hot_loop_pingpongs_on_sm90 checks the
+    SASS at 64 heads)."""
+    counts = {(int(r), int(h)): (int(w), int(s), int(c)) for r, h, w, s, c in
+              (line.split() for line in run_sm90_script(_COMPILE_HEADS).strip().splitlines())}
+    assert counts == {(1, 16): (1, 1, 0), (1, 32): (1, 1, 0), (1, 64): (1, 1, 0), (1, 128): (0, 0, 0),
+                      (2, 32): (1, 1, 0)}, counts
+
+
 def test_wide_hot_loop_pingpongs_on_sm90(wide_hot_kernel):
     """In the compiled sm_90 hot kernel (installed Triton), the loop over tiles holds one wait on
     a barrier chosen per half before its first dot and one signal after its last tensor-core

@@ -620,7 +620,9 @@ def score_request(
                 # The paired 8-warp loop has none, and one per step costs a quarter (118 vs 146
                 # us at next_n=2): one warpgroup's dot runs under the other's build and epilogue.
                 STEP: tl.constexpr = (2 if PAIRS else 1) * TILE_PAGES
-                PINGPONG: tl.constexpr = ASM and (not PAIRS) and WARPS == 16 and TILE_PAGES == 4 and ROWS == 1
+                # The ping-pong steps' packs hold one call per thread: 32 int8 of the key operand
+                # (16 warps x 4 pages), at most 32 accumulator entries (at most 64 columns).
+                PINGPONG: tl.constexpr = ASM and (not PAIRS) and WARPS == 16 and TILE_PAGES == 4 and N <= 64
                 p0 = tile_page_ids(bt_row, block_table_page_stride, page_begin, page_end, TILE_PAGES, WARPS)
                 exp0, x0 = tile_keys(cache_ptr, page_stride, p0, TILE_PAGES, WARPS)
                 p0 = tile_page_ids(bt_row, block_table_page_stride, page_begin + STEP, page_end, TILE_PAGES, WARPS)
