@@ -220,6 +220,9 @@ def wide_hot_kernel(hot_kernels):
     return hot_kernels[1]
 
 
+PREDICATE = r"(@!?U?P\w+\s+)?"  # an instruction's optional guard in a SASS listing
+
+
 def sass_instructions(sass: str) -> list[tuple[int, str]]:
     """(address, instruction without its ';') of every instruction in a cuobjdump listing."""
     found = re.findall(r"/\*([0-9a-f]{4,})\*/\s+([^;]*?)\s*;", sass)
@@ -295,7 +298,7 @@ def test_wide_hot_kernel_needs_no_register_cap(wide_hot_kernel):
     assert usage["STACK"] <= 128, f"the wide hot kernel spills: {line}"
     instructions = sass_instructions(sass)
     first, last = tile_loop(instructions)
-    spills = [text for address, text in instructions if first <= address <= last and re.match(r"(LDL|STL)\b", text)]
+    spills = [text for address, text in instructions if first <= address <= last and re.match(PREDICATE + r"(LDL|STL)\b", text)]
     assert not spills, f"local memory in the loop over tiles: {spills}"
 
 
@@ -309,8 +312,8 @@ def test_hot_loops_keep_keys_out_of_shared_memory(hot_kernels, rows):
     instructions = sass_instructions(hot_kernels[rows][1])
     first, last = tile_loop(instructions)
     loop = [text for address, text in instructions if first <= address <= last]
-    shared = [text for text in loop if re.match(r"(LDS|STS|LDSM)\b", text)]
-    cta = [text for text in loop if re.fullmatch(r"BAR\.SYNC(\.DEFER_BLOCKING)? 0x0", text)]
+    shared = [text for text in loop if re.match(PREDICATE + r"(LDS|STS|LDSM|STSM)\b", text)]
+    cta = [text for text in loop if re.fullmatch(PREDICATE + r"BAR\.SYNC(\.DEFER_BLOCKING)? 0x0", text)]
     assert not shared and not cta, (shared, cta)
 
 

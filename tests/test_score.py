@@ -329,8 +329,11 @@ def test_word_fed_loads_in_either_arrangement(group_last, backend_device, gen, m
     """The word-fed loads come in two arrangements (``_GROUP_LAST``: the one each Triton version
     compiles into the dot operand's layout); both hand the loop the same keys. Run by the
     interpreter with each, the hot and exact passes score every valid entry right (keys that
-    fold and keys that do not, one-row and two-row blocks, 16 warps x 4 pages). The GPU runs the
-    arrangement its Triton compiles (test_prmt.py checks that it needs no shared memory)."""
+    fold and keys that do not, one-row and two-row blocks, 16 warps x 4 pages, and 4 or 8 warps
+    x 4 pages, where each warp holds rows of several pages). Keys that all fold as well: with
+    keys that do not, the exact pass rescores most tiles and would hide a wrong hot pass. The
+    GPU runs the arrangement its Triton compiles (test_prmt.py checks that it needs no shared
+    memory)."""
     from fp4_inductor.kernels import score
 
     backend, device = backend_device
@@ -343,8 +346,11 @@ def test_word_fed_loads_in_either_arrangement(group_last, backend_device, gen, m
     case = scoring_case(gen, device, heads=32, query_lens=[2, 1, 1, 2], seq_lens=[700, 64, 333, 1090], key_spread=5)
     query = fp4.quantize_queries(case["q"], backend="triton")
     check_launch(case, query, device, tile_pages=4, num_warps=16)
-    one_row = scoring_case(gen, device, heads=32, query_lens=[1, 1, 1], seq_lens=[530, 1024, 77], key_spread=5)
-    check_launch(one_row, fp4.quantize_queries(one_row["q"], backend="triton"), device, tile_pages=4, num_warps=16)
+    for key_spread, warps in ((5, 16), (0, 16), (0, 4), (0, 8)):
+        one_row = scoring_case(gen, device, heads=32, query_lens=[1, 1, 1], seq_lens=[530, 1024, 77],
+                               key_spread=key_spread)
+        check_launch(one_row, fp4.quantize_queries(one_row["q"], backend="triton"), device, tile_pages=4,
+                     num_warps=warps)
 
 
 @pytest.mark.parametrize("split", [2, 3])

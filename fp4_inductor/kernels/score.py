@@ -50,6 +50,8 @@ query operands use the same order.
 
 from __future__ import annotations
 
+import re
+
 import torch
 import triton
 import triton.language as tl
@@ -104,8 +106,13 @@ _PRMT_ASM_BYTES = tl.constexpr(_prmt_asm("$2", "$3", "$7"))
 _PRMT_ASM_WORDS = tl.constexpr(_prmt_asm("$2", "$6", "$10"))
 
 
-# Ping-pong of the 16-warp hot loop (next_n=1, 4 pages per tile): the CTA's halves (warpgroups
-# 0-1, threads below 256, and 2-3) take turns at the dot, each while the other builds its next
+# Triton's (major, minor), None for a version string that does not start with them (taken as new).
+_VERSION = re.match(r"(\d+)\.(\d+)", triton.__version__)
+_TRITON = None if _VERSION is None else (int(_VERSION.group(1)), int(_VERSION.group(2)))
+
+# Ping-pong of the 16-warp hot loop (4 pages per tile, at most 64 columns: next_n=1 at 64 heads,
+# next_n=2 at 32): the CTA's halves (warpgroups 0-1, threads below 256, and 2-3) take turns at
+# the dot, each while the other builds its next
 # operands or sums its logits, through named barriers 1 and 2 in their non-aligned forms (the
 # halves meet a barrier at different places). The first half waits on 1 before its dot and
 # signals 2 after it; the second waits on 2 and signals 1. Before the loop the second half
@@ -114,10 +121,13 @@ _PRMT_ASM_WORDS = tl.constexpr(_prmt_asm("$2", "$6", "$10"))
 # next loop's first signal after that. No data passes between the halves: the barriers only
 # order them. Each step passes one operand through unchanged, so that its place follows the
 # data (asm declared pure, as Inductor's analysis needs): the wait after the key operand is
-# built, the signal once the dot's result is in. No CTA barrier may fall between a wait and its
+# built, the signal once the dot's result is in (ptxas may sink it below the epilogue, never past
+# a barrier). No CTA barrier may fall between a wait and its
 # signal (a half would wait there for the other, which waits for its signal): Triton puts its
 # layout conversions outside that window, and tests/test_prmt.py checks the protocol and the
-# compiled loop.
+# compiled loop. Whether a Triton version keeps CTA barriers out of that window is known only for
+# the versions compiled there (3.6, 3.7); on any other the loop keeps Triton's lockstep.
+_PINGPONG_TRITON = tl.constexpr(_TRITON in ((3, 6), (3, 7)))
 def _pingpong_asm(step: str, registers: int) -> str:
     moves = " ".join(f"mov.b32 ${i}, ${i + registers};" for i in range(registers))
     return ("{ .reg .pred p; .reg .u32 t, b; mov.u32 t, %tid.x; setp.lt.u32 p, t, 256; " + step + " " + moves
@@ -141,7 +151,8 @@ _PINGPONG_1 = tl.constexpr(_pingpong_constraints(1))
 @triton.jit
 def pingpong(x, STEP: tl.constexpr, CONSTRAINTS: tl.constexpr, PACK: tl.constexpr):
     """``x`` unchanged, after one ping-pong step (``_PINGPONG_*``) in every thread: PACK must be
-    the number of x's elements per thread (one asm call each)."""
+    at least the number of x's elements per thread, so that each thread makes one asm call
+    (Triton pads a short pack)."""
     return tl.inline_asm_elementwise(STEP, CONSTRAINTS, [x], dtype=x.dtype, is_pure=True, pack=PACK)
 
 @triton.jit
@@ -176,7 +187,7 @@ def load_key_bytes(cache_ptr, page, page_stride, token, ok, ASM: tl.constexpr):
 # tests in tests/test_prmt.py), Triton 3.6 does so for the arrangement [group, lane row, warp,
 # row bit 3, repeat, word] and Triton 3.7 for [row bit 3, repeat, warp, lane row, group, word];
 # each converts the other's through shared memory, 16 CTA barriers per tile.
-_GROUP_LAST = tl.constexpr(tuple(int(v) for v in triton.__version__.split(".")[:2]) >= (3, 7))
+_GROUP_LAST = tl.constexpr(_TRITON is None or _TRITON >= (3, 7))
 
 
 @triton.jit
@@ -622,7 +633,8 @@ def score_request(
                 STEP: tl.constexpr = (2 if PAIRS else 1) * TILE_PAGES
                 # The ping-pong steps' packs hold one call per thread: 32 int8 of the key operand
                 # (16 warps x 4 pages), at most 32 accumulator entries (at most 64 columns).
-                PINGPONG: tl.constexpr = ASM and (not PAIRS) and WARPS == 16 and TILE_PAGES == 4 and N <= 64
+                PINGPONG: tl.constexpr = (_PINGPONG_TRITON and ASM and (not QUERY_FLOAT) and (not PAIRS) and WARPS == 16
+                                          and TILE_PAGES == 4 and N <= 64)
                 p0 = tile_page_ids(bt_row, block_table_page_stride, page_begin, page_end, TILE_PAGES, WARPS)
                 exp0, x0 = tile_keys(cache_ptr, page_stride, p0, TILE_PAGES, WARPS)
                 p0 = tile_page_ids(bt_row, block_table_page_stride, page_begin + STEP, page_end, TILE_PAGES, WARPS)
