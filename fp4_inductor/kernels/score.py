@@ -112,22 +112,24 @@ _TRITON = None if _VERSION is None else (int(_VERSION.group(1)), int(_VERSION.gr
 
 # Ping-pong of the 16-warp hot loop (4 pages per tile, at most 64 columns: next_n=1 at 64 heads,
 # next_n=2 at 32): the CTA's halves (warpgroups 0-1, threads below 256, and 2-3) take turns at
-# the dot, each while the other builds its next
-# operands or sums its logits, through named barriers 1 and 2 in their non-aligned forms (the
-# halves meet a barrier at different places). The first half waits on 1 before its dot and
-# signals 2 after it; the second waits on 2 and signals 1. Before the loop the second half
-# signals 1 once, so the first half goes first; after it the first half takes that signal back,
-# so a loop leaves both barriers as it found them, and the CTA barrier before the loop keeps the
-# next loop's first signal after that. No data passes between the halves: the barriers only
-# order them. Each step passes one operand through unchanged, so that its place follows the
-# data (asm declared pure, as Inductor's analysis needs): the wait after the key operand is
-# built, the signal once the dot's result is in (ptxas may sink it below the epilogue, never past
-# a barrier). No CTA barrier may fall between a wait and its
-# signal (a half would wait there for the other, which waits for its signal): Triton puts its
-# layout conversions outside that window, and tests/test_prmt.py checks the protocol and the
-# compiled loop. Whether a Triton version keeps CTA barriers out of that window is known only for
-# the versions compiled there (3.6, 3.7); on any other the loop keeps Triton's lockstep.
+# the dot, each while the other builds its next operands or sums its logits, through named
+# barriers 1 and 2 in their non-aligned forms (the halves meet a barrier at different places).
+# The first half waits on 1 before its dot and signals 2 after it; the second waits on 2 and
+# signals 1. Before the loop the second half signals 1 once, so the first half goes first; after
+# it the first half takes that signal back, so a loop leaves both barriers as it found them, and
+# the CTA barrier before the loop keeps the next loop's first signal after that. No data passes
+# between the halves: the barriers only order them. Each step passes one operand through
+# unchanged, so that its place follows the data (asm declared pure, as Inductor's analysis
+# needs): the wait after the key operand is built, the signal once the dot's result is in
+# (ptxas may sink it below the epilogue, never past a barrier). No CTA barrier may fall between
+# a wait and its signal (a half would wait there for the other, which waits for its signal):
+# Triton puts its layout conversions outside that window, and tests/test_prmt.py checks the
+# protocol and the compiled loop. Whether a Triton version keeps CTA barriers out of that window
+# is known only for the versions compiled there (3.6, 3.7); on any other the loop keeps Triton's
+# lockstep.
 _PINGPONG_TRITON = tl.constexpr(_TRITON in ((3, 6), (3, 7)))
+
+
 def _pingpong_asm(step: str, registers: int) -> str:
     moves = " ".join(f"mov.b32 ${i}, ${i + registers};" for i in range(registers))
     return ("{ .reg .pred p; .reg .u32 t, b; mov.u32 t, %tid.x; setp.lt.u32 p, t, 256; " + step + " " + moves
@@ -154,6 +156,7 @@ def pingpong(x, STEP: tl.constexpr, CONSTRAINTS: tl.constexpr, PACK: tl.constexp
     at least the number of x's elements per thread, so that each thread makes one asm call
     (Triton pads a short pack)."""
     return tl.inline_asm_elementwise(STEP, CONSTRAINTS, [x], dtype=x.dtype, is_pure=True, pack=PACK)
+
 
 @triton.jit
 def signed_magnitude(nibble, shift):
@@ -196,12 +199,7 @@ def tile_page_ids(bt_row, block_table_page_stride, first, page_end, TILE_PAGES: 
     last page ``page_end - 1``, so slots past the share read a page of the share itself: never
     stored, and never flagging the program for the exact pass), int64, shaped as ``tile_rows``
     with 1 for every dimension but warp and repeat."""
-    REPS: tl.constexpr = 64 * TILE_PAGES // (16 * WARPS)
-    w = tl.arange(0, WARPS)[None, None, :, None, None, None]
-    if _GROUP_LAST:
-        rep = tl.arange(0, REPS)[None, :, None, None, None, None]
-    else:
-        rep = tl.arange(0, REPS)[None, None, None, None, :, None]
+    _, rep, w, _, _ = tile_axes(TILE_PAGES, WARPS)
     index = tl.minimum(first + (rep * (16 * WARPS) + w * 16) // 64, page_end - 1)
     return tl.load(bt_row + index * block_table_page_stride).to(tl.int64)
 
@@ -212,15 +210,16 @@ def tile_keys(cache_ptr, page_stride, page, TILE_PAGES: tl.constexpr, WARPS: tl.
     Triton's coalescing puts them in the int8 dot operand's own layout (no conversion in the
     loop). Row r = repeat * 16 * WARPS + warp * 16 + row bit 3 * 8 + lane row holds token r % 64
     of page r // 64; word column w holds payload word w // 4 of group w % 4 (the hot loop's
-    permuted K order). The loads are arranged as ``tile_rows`` says, with the word last."""
+    permuted K order). The loads are arranged as ``tile_axes`` says, with the word last."""
     scales = tile_scales(cache_ptr, page_stride, page, TILE_PAGES, WARPS)
     return scales, tile_words(cache_ptr, page_stride, page, TILE_PAGES, WARPS)
 
 
 @triton.jit
-def tile_rows(TILE_PAGES: tl.constexpr, WARPS: tl.constexpr):
-    """Token and group of ``tile_keys``' load, as [group, lane row, warp, row bit 3, repeat, 1],
-    or with ``_GROUP_LAST`` as [row bit 3, repeat, warp, lane row, group, 1]."""
+def tile_axes(TILE_PAGES: tl.constexpr, WARPS: tl.constexpr):
+    """(row bit 3, repeat, warp, lane row, group) of ``tile_keys``' load, each an arange along its
+    own dimension of [group, lane row, warp, row bit 3, repeat, 1], or with ``_GROUP_LAST`` of
+    [row bit 3, repeat, warp, lane row, group, 1]."""
     REPS: tl.constexpr = 64 * TILE_PAGES // (16 * WARPS)
     warp = tl.arange(0, WARPS)[None, None, :, None, None, None]
     if _GROUP_LAST:
@@ -233,6 +232,13 @@ def tile_rows(TILE_PAGES: tl.constexpr, WARPS: tl.constexpr):
         lane_row = tl.arange(0, 8)[None, :, None, None, None, None]
         row_bit3 = tl.arange(0, 2)[None, None, None, :, None, None]
         rep = tl.arange(0, REPS)[None, None, None, None, :, None]
+    return row_bit3, rep, warp, lane_row, c
+
+
+@triton.jit
+def tile_rows(TILE_PAGES: tl.constexpr, WARPS: tl.constexpr):
+    """Token and group of ``tile_keys``' load, arranged as ``tile_axes`` says."""
+    row_bit3, rep, warp, lane_row, c = tile_axes(TILE_PAGES, WARPS)
     return (lane_row + warp * 16 + row_bit3 * 8 + rep * (16 * WARPS)) % 64, c
 
 
