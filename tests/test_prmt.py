@@ -229,8 +229,9 @@ def sass_instructions(sass: str) -> list[tuple[int, str]]:
     return [(int(address, 16), text) for address, text in found]
 
 
-def tile_loop(instructions: list[tuple[int, str]]) -> tuple[int, int]:
-    """(first, last) address of the innermost loop that holds the tensor-core dots."""
+def tile_loop(instructions: list[tuple[int, str]]) -> tuple[int, int, list[str]]:
+    """(first address, last address, instructions) of the innermost loop that holds the
+    tensor-core dots."""
     dots = [address for address, text in instructions if "GMMA" in text and "WARPGROUP" not in text]
     loops = []
     for address, text in instructions:
@@ -241,7 +242,7 @@ def tile_loop(instructions: list[tuple[int, str]]) -> tuple[int, int]:
                 loops.append((address - first, first, address))
     assert loops, "no loop around the dots"
     _, first, last = min(loops)
-    return first, last
+    return first, last, [text for address, text in instructions if first <= address <= last]
 
 
 def test_launch_plan():
@@ -296,9 +297,8 @@ def test_wide_hot_kernel_needs_no_register_cap(wide_hot_kernel):
     line, sass = wide_hot_kernel
     usage = {k: int(v) for k, v in (f.split(":") for f in line.split()) if k in ("REG", "STACK")}
     assert usage["STACK"] <= 128, f"the wide hot kernel spills: {line}"
-    instructions = sass_instructions(sass)
-    first, last = tile_loop(instructions)
-    spills = [text for address, text in instructions if first <= address <= last and re.match(PREDICATE + r"(LDL|STL)\b", text)]
+    _, _, loop = tile_loop(sass_instructions(sass))
+    spills = [text for text in loop if re.match(PREDICATE + r"(LDL|STL)\b", text)]
     assert not spills, f"local memory in the loop over tiles: {spills}"
 
 
@@ -309,9 +309,7 @@ def test_hot_loops_keep_keys_out_of_shared_memory(hot_kernels, rows):
     holds no shared-memory load or store and no CTA barrier. With the other arrangement Triton
     converts the scales and words through shared memory, 14 loads, 12 stores and 16 CTA barriers
     per tile at next_n=1."""
-    instructions = sass_instructions(hot_kernels[rows][1])
-    first, last = tile_loop(instructions)
-    loop = [text for address, text in instructions if first <= address <= last]
+    _, _, loop = tile_loop(sass_instructions(hot_kernels[rows][1]))
     shared = [text for text in loop if re.match(PREDICATE + r"(LDS|STS|LDSM|STSM)\b", text)]
     cta = [text for text in loop if re.fullmatch(PREDICATE + r"BAR\.SYNC(\.DEFER_BLOCKING)? 0x0", text)]
     assert not shared and not cta, (shared, cta)
@@ -439,8 +437,7 @@ def test_wide_hot_loop_pingpongs_on_sm90(wide_hot_kernel):
     (test_pingpong_protocol_catches_wrong_barriers). The second half's first signal comes
     before the loop, the first half's taking it back after."""
     instructions = sass_instructions(wide_hot_kernel[1])
-    first, last = tile_loop(instructions)
-    loop = [text for address, text in instructions if first <= address <= last]
+    first, last, loop = tile_loop(instructions)
     named = [i for i, text in enumerate(loop) if re.fullmatch(r"BAR\.(SYNC(\.DEFER_BLOCKING)?|ARV) R\d+, 0x200", text)]
     assert len(named) == 2, [loop[i] for i in named]
     wait, signal = named
