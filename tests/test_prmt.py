@@ -35,15 +35,31 @@ def test_emulator_knows_prmt():
     assert prmt(U(0x0080_7F00), b, U(0x8A9B)) == 0x00FF0000
 
 
+def code_tables(shift: int) -> tuple:
+    """The builder's code tables for a group's fold, as key_operands makes them: its table asm
+    run on the int32 fold's register bits."""
+    lo, hi, _ = Block(1, 0).run(str(score._CODE_TABLES_ASM.value), [None, None, shift])
+    return U(lo[0]), U(hi[0])
+
+
+@pytest.mark.parametrize("shift", [-40, -5, -1, 0, 1, 2, 3])
+def test_code_tables(shift):
+    """Magnitudes 0, 1, 2, 3 | 4, 6, 8, 12 (times 2, as bytes) shifted by the fold; a negative fold
+    (a group left out) gives empty tables."""
+    bytes_ = [0, 1, 2, 3, 4, 6, 8, 12]
+    expected = [0] * 8 if shift < 0 else [b << shift for b in bytes_]
+    lo, hi = code_tables(shift)
+    assert [(int(t) >> (8 * i)) & 0xFF for t in (lo, hi) for i in range(4)] == expected
+
+
 @pytest.mark.parametrize("form", ["bytes", "words"])
-@pytest.mark.parametrize("shift", [-1, 0, 1, 2, 3])
+@pytest.mark.parametrize("shift", [-5, -1, 0, 1, 2, 3])
 def test_operand_builder_matches_code_table(shift, form):
     rng = np.random.default_rng(shift + 7)
     low = np.arange(1 << 16, dtype=np.uint64)
     words = np.concatenate([low | (low << U(16)), low, low << U(16),
                             rng.integers(0, 1 << 32, 1 << 16, dtype=np.uint64)])
-    # The code tables as key_operands passes them: shifted, or zero for a group left out.
-    lo, hi = (U(0) if shift < 0 else U(t << shift) for t in (0x03020100, 0x0C080604))
+    lo, hi = code_tables(shift)
     asm, regs = {"bytes": (score._PRMT_ASM_BYTES, ("$2", "$3", "$7")),
                  "words": (score._PRMT_ASM_WORDS, ("$2", "$6", "$10"))}[form]
     # Every other pack=4 copy gets a different value, so reading the wrong one fails.

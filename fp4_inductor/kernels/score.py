@@ -106,6 +106,13 @@ _PRMT_ASM_BYTES = tl.constexpr(_prmt_asm("$2", "$3", "$7"))
 _PRMT_ASM_WORDS = tl.constexpr(_prmt_asm("$2", "$6", "$10"))
 
 
+# The builder's code tables of a (key, group), one instruction each: the magnitudes 0, 1, 2, 3 and
+# 4, 6, 8, 12 shifted left by the group's fold, zero for a group left out (a negative fold: PTX
+# shl reads the amount unsigned and clamps it to 32). No select, no clamp of the fold (H200,
+# next_n=1: 87.9 against 89.1 us, 10 instructions fewer per tile).
+_CODE_TABLES_ASM = tl.constexpr("{ shl.b32 $0, 0x03020100, $2; shl.b32 $1, 0x0C080604, $2; }")
+
+
 # Triton's (major, minor), None for a version string that does not start with them (taken as new).
 _VERSION = re.match(r"(\d+)\.(\d+)", triton.__version__)
 _TRITON = None if _VERSION is None else (int(_VERSION.group(1)), int(_VERSION.group(2)))
@@ -156,6 +163,13 @@ def pingpong(x, STEP: tl.constexpr, CONSTRAINTS: tl.constexpr, PACK: tl.constexp
     at least the number of x's elements per thread, so that each thread makes one asm call
     (Triton pads a short pack)."""
     return tl.inline_asm_elementwise(STEP, CONSTRAINTS, [x], dtype=x.dtype, is_pure=True, pack=PACK)
+
+
+@triton.jit
+def code_tables(shift):
+    """int32 (lo, hi): the PTX builder's code tables at ``shift`` (int32, any shape), 0 where shift < 0."""
+    return tl.inline_asm_elementwise(_CODE_TABLES_ASM, "=r,=r,r", [shift], dtype=(tl.int32, tl.int32),
+                                     is_pure=True, pack=1)
 
 
 @triton.jit
@@ -343,17 +357,17 @@ def key_operands(x, x2, shift, ASM: tl.constexpr, WORDS: tl.constexpr = False):
     words, it runs in the int8 dot operand's layout (four consecutive K per register).
     tests/test_prmt.py compiles the kernel for sm_90 and checks the layout of every call."""
     if ASM:
-        ok = shift >= 0
+        lo, hi = code_tables(shift)
         if WORDS:
-            lo = widen_groups(tl.where(ok, 0x03020100 << tl.maximum(shift, 0), 0))
-            hi = widen_groups(tl.where(ok, 0x0C080604 << tl.maximum(shift, 0), 0))
+            lo = widen_groups(lo)
+            hi = widen_groups(hi)
             a, b = tl.inline_asm_elementwise(
                 _PRMT_ASM_WORDS, "=r,=r" + ",r" * 12, [widen(x, 4), lo, hi], dtype=(tl.int8, tl.int8),
                 is_pure=True, pack=4,
             )
         else:
-            lo = widen(tl.where(ok, 0x03020100 << tl.maximum(shift, 0), 0), 16)
-            hi = widen(tl.where(ok, 0x0C080604 << tl.maximum(shift, 0), 0), 16)
+            lo = widen(lo, 16)
+            hi = widen(hi, 16)
             a, b = tl.inline_asm_elementwise(
                 _PRMT_ASM_BYTES, "=r,=r" + ",r" * 9, [x, lo, hi], dtype=(tl.int8, tl.int8), is_pure=True, pack=4,
             )
