@@ -11,7 +11,7 @@ import argparse
 import torch
 
 import fp4_inductor as fp4
-from fp4_inductor.bench import device_us
+from fp4_inductor.bench import build_scoring_case, device_us
 from fp4_inductor.kernels.score import launch_score_paged
 
 DEVICE = torch.device("cuda")
@@ -19,20 +19,11 @@ DEVICE = torch.device("cuda")
 
 def ragged_case(seq_lens, next_n, heads=64, seed=0):
     """A merged-page FP4 cache holding requests of ``seq_lens`` keys in permuted pages, next_n rows each."""
-    g = torch.Generator(device=DEVICE).manual_seed(seed)
-    requests = len(seq_lens)
-    pages_per_request = max(-(-s // 64) for s in seq_lens)
-    num_pages = requests * pages_per_request
-    _, cache = fp4.allocate_merged_cache(num_pages, page_bytes=8192, index_offset=1024, device=DEVICE)
-    keys = torch.randn(num_pages * 64, 128, device=DEVICE, generator=g, dtype=torch.bfloat16)
-    fp4.store_keys(keys, cache, torch.arange(keys.shape[0], device=DEVICE))
-    block_table = torch.randperm(num_pages, device=DEVICE, generator=g).view(requests, pages_per_request).int()
-    rows = requests * next_n
-    q = torch.randn(rows, heads, 128, device=DEVICE, generator=g, dtype=torch.bfloat16)
-    weights = torch.randn(rows, heads, device=DEVICE, generator=g) * heads**-0.5
-    query_starts, row_ends = fp4.decode_layout(torch.tensor(seq_lens, device=DEVICE, dtype=torch.int32),
-                                               torch.full((requests,), next_n, device=DEVICE, dtype=torch.int32), rows)
-    return (fp4.quantize_queries(q), cache, weights, block_table, query_starts, row_ends, next_n), pages_per_request * 64
+    context = max(-(-s // 64) for s in seq_lens) * 64
+    case = build_scoring_case(len(seq_lens), context, next_n, heads, DEVICE, seed, seq_lens=seq_lens)
+    inputs = (fp4.quantize_queries(case["q"]), case["cache"], case["weights"], case["block_table"],
+              case["query_starts"], case["row_ends"], next_n)
+    return inputs, context
 
 
 def batches():

@@ -68,12 +68,15 @@ class Table:
 
 
 def build_scoring_case(requests: int, context: int, next_n: int, heads: int, device, seed: int = 0,
-                       outliers: float = 0.0):
+                       outliers: float = 0.0, seq_lens: list[int] | None = None):
     """A paged FP4 cache holding ``requests x context`` keys in permuted pages inside merged
     pages (page stride 8192, index section at offset 1024), and next_n rows per request.
 
     ``outliers``: the fraction of keys with one 32-element group scaled by 2**6, whose group
-    scales then span more than the folded path takes (the scorer's exact path)."""
+    scales then span more than the folded path takes (the scorer's exact path).
+    ``seq_lens``: a ragged batch, each request's keys (at most ``context``; ``requests`` of them)."""
+    if seq_lens is not None and (len(seq_lens) != requests or max(seq_lens, default=0) > context):
+        raise ValueError(f"seq_lens: expected {requests} lengths of at most {context}, got {seq_lens}")
     g = torch.Generator(device=device).manual_seed(seed)
     pages_per_request = context // F.PAGE_TOKENS
     num_pages = requests * pages_per_request
@@ -87,7 +90,10 @@ def build_scoring_case(requests: int, context: int, next_n: int, heads: int, dev
     rows = requests * next_n
     q = torch.randn(rows, heads, F.HEAD_DIM, device=device, generator=g, dtype=torch.bfloat16)
     weights = torch.randn(rows, heads, device=device, generator=g) * heads**-0.5
-    seq_lens = torch.full((requests,), context, device=device, dtype=torch.int32)
+    if seq_lens is None:
+        seq_lens = torch.full((requests,), context, device=device, dtype=torch.int32)
+    else:
+        seq_lens = torch.tensor(seq_lens, device=device, dtype=torch.int32)
     query_lens = torch.full((requests,), next_n, device=device, dtype=torch.int32)
     query_starts, row_ends = fp4.decode_layout(seq_lens, query_lens, rows)
     return dict(keys=keys, cache=cache, block_table=block_table, q=q, weights=weights,
