@@ -17,12 +17,13 @@ from helpers import NEEDS_SM90_TOOLS, run_sm90_script  # noqa: E402
 from ptx_emulator import Block, prmt  # noqa: E402
 
 U = np.uint64
+MAGNITUDES = [0, 1, 2, 3, 4, 6, 8, 12]  # E2M1 magnitudes times 2, by the code's low three bits
 
 
 def expected_elements(words, shift):
     """int8 elements (value * 2 << shift; 0 for a group left out) of each word, [n, 8]."""
     nib = np.stack([(words >> U(4 * i)) & U(0xF) for i in range(8)], 1).astype(np.int64)
-    mag = np.array([0, 1, 2, 3, 4, 6, 8, 12])[nib & 7] << max(shift, 0)
+    mag = np.array(MAGNITUDES)[nib & 7] << max(shift, 0)
     val = np.where(nib & 8, -mag, mag)
     return np.zeros_like(val) if shift < 0 else val
 
@@ -46,8 +47,7 @@ def code_tables(shift: int) -> tuple:
 def test_code_tables(shift):
     """Magnitudes 0, 1, 2, 3 | 4, 6, 8, 12 (times 2, as bytes) shifted by the fold; a negative fold
     (a group left out) gives empty tables."""
-    bytes_ = [0, 1, 2, 3, 4, 6, 8, 12]
-    expected = [0] * 8 if shift < 0 else [b << shift for b in bytes_]
+    expected = [0] * 8 if shift < 0 else [m << shift for m in MAGNITUDES]
     lo, hi = code_tables(shift)
     assert [(int(t) >> (8 * i)) & 0xFF for t in (lo, hi) for i in range(4)] == expected
 
