@@ -36,14 +36,15 @@ def check_tensor(
     one; the names only make the message read like the docstring. ``device_of`` names the
     tensor whose device ``device`` is.
     """
-    want = f"{_dtype_names(dtypes)} [{', '.join(str(s) for s in shape)}]"
+    # The message is built only on failure: these checks run on every eager call.
+    want = lambda: f"{_dtype_names(dtypes)} [{', '.join(str(s) for s in shape)}]"  # noqa: E731
     if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name}: expected a tensor {want}, got {describe(t)}")
+        raise TypeError(f"{name}: expected a tensor {want()}, got {describe(t)}")
     if t.dtype not in dtypes or t.dim() != len(shape):
-        raise ValueError(f"{name}: expected {want}, got {describe(t)}")
+        raise ValueError(f"{name}: expected {want()}, got {describe(t)}")
     for size, expected in zip(t.shape, shape):
         if isinstance(expected, int) and size != expected:
-            raise ValueError(f"{name}: expected {want}, got {describe(t)}")
+            raise ValueError(f"{name}: expected {want()}, got {describe(t)}")
     if device is not None and t.device != device:
         raise ValueError(f"{name}: expected a tensor on {device} (where {device_of} is), got {describe(t)}")
     return t
