@@ -46,6 +46,15 @@ def check_backend(backend: object) -> None:
         raise ValueError(f"backend: expected None or one of {BACKENDS}, got {backend!r}")
 
 
+def _schema_ok(*tensors: object, ints: tuple = ()) -> bool:
+    """Whether the op's schema takes these arguments: tensors are tensors, ints are Python ints
+    (or SymInts). A public wrapper runs the op's full checks itself only where this fails, so
+    that a wrong type gets the op's named error instead of the schema's; every other check runs
+    once, in the op (its body or fake kernel), before anything is written."""
+    return all(isinstance(t, Tensor) for t in tensors) and all(
+        isinstance(i, torch.SymInt) or (isinstance(i, int) and not isinstance(i, bool)) for i in ints)
+
+
 def resolve_backend(backend: Optional[str], device: torch.device, op: str, offers_aiter: bool = False) -> str:
     """The backend that runs ``op`` for tensors on ``device``.
 
@@ -400,7 +409,8 @@ def store_keys(keys: Tensor, cache: Tensor, slots: Tensor, *, backend: Optional[
         not read on the host. Two rows with one slot: either may win.
     Invalid shapes, dtypes, strides or devices raise before any byte is written.
     """
-    _check_store_keys(keys, cache, slots)
+    if not _schema_ok(keys, cache, slots):
+        _check_store_keys(keys, cache, slots)
     check_backend(backend)
     torch.ops.fp4.store_keys(keys, cache, slots, backend)
 
@@ -408,7 +418,8 @@ def store_keys(keys: Tensor, cache: Tensor, slots: Tensor, *, backend: Optional[
 def quantize_queries(q: Tensor, *, backend: Optional[str] = None) -> tuple[Tensor, Tensor]:
     """q: float [rows, H, 128], H in {16, 32, 64} -> (payload uint8 [rows, H, 64],
     scales uint8 [rows, 1, 4, 16, 4] in AITER's pre-shuffled order)."""
-    _check_queries(q)
+    if not _schema_ok(q):
+        _check_queries(q)
     check_backend(backend)
     return torch.ops.fp4.quantize_queries(q, backend)
 
@@ -445,7 +456,8 @@ def score_paged(
     """
     check_backend(backend)
     if isinstance(query, Tensor) and query.is_floating_point():
-        _check_score_bf16(query, cache, weights, block_table, query_starts, row_ends, max_query_len)
+        if not _schema_ok(cache, weights, block_table, query_starts, row_ends, ints=(max_query_len,)):
+            _check_score_bf16(query, cache, weights, block_table, query_starts, row_ends, max_query_len)
         if out is not None:
             raise ValueError("out: the bf16-query mode returns a new tensor; pass out=None")
         return torch.ops.fp4.score_paged_bf16(query, cache, weights, block_table, query_starts, row_ends,
@@ -453,8 +465,11 @@ def score_paged(
     if not isinstance(query, (tuple, list)) or len(query) != 2:
         raise TypeError(f"query: expected (payload, scales) from quantize_queries or a float tensor "
                         f"[rows, H, 128], got {describe(query)}")
-    _check_score(*query, cache, weights, block_table, query_starts, row_ends, max_query_len)
+    if not _schema_ok(*query, cache, weights, block_table, query_starts, row_ends, ints=(max_query_len,)):
+        _check_score(*query, cache, weights, block_table, query_starts, row_ends, max_query_len)
     if out is not None:
+        if not isinstance(out, Tensor):
+            raise TypeError(f"out: expected None or a float32 tensor, got {describe(out)}")
         torch.ops.fp4.score_paged_out(out, *query, cache, weights, block_table, query_starts, row_ends, max_query_len, backend)
         return out
     return torch.ops.fp4.score_paged(*query, cache, weights, block_table, query_starts, row_ends, max_query_len, backend)
@@ -470,7 +485,8 @@ def select_topk(
     index, NaN ranks lowest, places a row cannot fill hold -inf / -1. The order within
     a row is unspecified unless ``sorted=True`` (descending value, then ascending index).
     """
-    _check_topk(logits, row_ends, k)
+    if not _schema_ok(logits, row_ends, ints=(k,)):
+        _check_topk(logits, row_ends, k)
     if not isinstance(sorted, bool):
         raise TypeError(f"sorted: expected a bool, got {describe(sorted)}")
     check_backend(backend)

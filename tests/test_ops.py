@@ -116,10 +116,43 @@ def test_score_rejects_bad_input(gen):
         (dict(max_query_len=0), "max_query_len: expected an int >= 1"),
         (dict(cache=case["buffer"]), "cache: expected uint8 \\[pages, 64, 68\\]"),
         (dict(cache=case["cache"][:0]), "cache: expected at least one page for block_table"),
+        # Types the op's schema would refuse: the wrapper names the argument first.
+        (dict(block_table=case["block_table"].tolist()), "block_table: expected a tensor int32 or int64"),
+        (dict(query=(query[0], query[1].tolist())), "query\\[1\\] \\(scales\\): expected a tensor"),
+        (dict(max_query_len=2.0), "max_query_len: expected a Python int, got float"),
+        (dict(max_query_len=True), "max_query_len: expected a Python int, got bool"),
     ]
     for change, match in bad:
         with pytest.raises((ValueError, TypeError), match=match):
             fp4.score_paged(**{**good, **change})
+
+
+def test_valid_calls_check_once(gen, monkeypatch):
+    """A valid call runs each op's input checks once (in the op), not again in its public
+    wrapper: the checks are host time on every eager call."""
+    case = scoring_case(gen, "cpu", query_lens=[1, 2], seq_lens=[70, 10], heads=16)
+    calls = {}
+
+    def counted(name):
+        check = getattr(ops, name)
+
+        def wrapper(*args):
+            calls[name] = calls.get(name, 0) + 1
+            return check(*args)
+        monkeypatch.setattr(ops, name, wrapper)
+
+    for name in ("_check_store_keys", "_check_queries", "_check_score", "_check_score_bf16", "_check_topk"):
+        counted(name)
+    _, cache, keys, slots = store_case(gen)
+    fp4.store_keys(keys, cache, slots)
+    query = fp4.quantize_queries(case["q"])
+    args = (case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"], 2)
+    logits = fp4.score_paged(query, *args)
+    fp4.score_paged(query, *args, out=torch.empty_like(logits))
+    fp4.score_paged(case["q"], *args)
+    fp4.select_topk(logits, case["row_ends"], 4)
+    assert calls == {"_check_store_keys": 1, "_check_queries": 1, "_check_score": 2, "_check_score_bf16": 1,
+                     "_check_topk": 1}
 
 
 def test_quantize_queries_rejects_heads():
