@@ -1,7 +1,32 @@
 """Triton kernels. Imported lazily by ``fp4_inductor.ops`` so that Triton stays optional and the
 interpreter switch (TRITON_INTERPRET=1) can be set before the first use."""
 
+import functools
+
 import torch
+import triton
+from torch._subclasses.fake_tensor import is_fake
+
+
+def cdiv(a, b):
+    """``ceil(a / b)`` for b > 0, of ints or SymInts (``triton.cdiv`` in host code costs a few
+    microseconds per call through its constexpr wrapper)."""
+    return (a + b - 1) // b
+
+
+def next_power_of_2(n):
+    """The smallest power of 2 >= n (0 for n <= 0), as ``triton.next_power_of_2``; a Python int
+    without that function's host-call overhead, a SymInt through it."""
+    if isinstance(n, int):
+        return 1 << (n - 1).bit_length() if n > 0 else 0
+    return triton.next_power_of_2(n)
+
+
+@functools.lru_cache(maxsize=None)
+def sm_count(device: torch.device) -> int:
+    """Streaming multiprocessors of a CUDA/ROCm device (looked up once per device: the lookup
+    costs a few microseconds of host time per launch)."""
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def rows_aligned(t: torch.Tensor, alignment: int) -> bool:
@@ -12,6 +37,4 @@ def rows_aligned(t: torch.Tensor, alignment: int) -> bool:
     size = t.element_size()
     if (t.stride(0) * size) % alignment or (t.storage_offset() * size) % alignment:
         return False
-    from torch._subclasses.fake_tensor import is_fake
-
     return is_fake(t) or t.data_ptr() % alignment == 0

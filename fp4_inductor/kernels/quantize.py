@@ -18,7 +18,7 @@ import triton.language as tl
 from torch.library import wrap_triton
 
 from .. import formats as F
-from . import rows_aligned
+from . import cdiv, rows_aligned
 
 
 @triton.jit
@@ -167,7 +167,7 @@ def launch_store_keys(keys: torch.Tensor, cache: torch.Tensor, slots: torch.Tens
     # a dtype view here would make Inductor copy the keys to a contiguous buffer and back.
     words = is_bf16 and _word_aligned(keys)
     block = tuning.get("block", 16)
-    wrap_triton(store_keys_kernel)[(triton.cdiv(n, block),)](
+    wrap_triton(store_keys_kernel)[(cdiv(n, block),)](
         source, keys.stride(0), keys.stride(1), slots, cache, cache.stride(0), n, cache.shape[0] * F.PAGE_TOKENS,
         IS_BF16=is_bf16, BLOCK_T=block, WORDS=words, num_warps=tuning.get("num_warps", 1),
     )

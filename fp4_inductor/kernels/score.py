@@ -58,7 +58,7 @@ import triton.language as tl
 from torch.library import wrap_triton
 
 from .. import formats as F
-from . import rows_aligned
+from . import cdiv, next_power_of_2, rows_aligned, sm_count
 
 FOLD_LIMIT = tl.constexpr(3)  # 12 << 3 = 96 still fits int8
 SCHEDULE_CHUNK = 128  # requests the in-kernel schedule takes per step
@@ -976,8 +976,8 @@ def launch_score_paged(
             raise ValueError(f"{name}: expected the contiguous tensor quantize_queries returns, got strides {t.stride()}")
     # Rows of a request are scored together up to 128 columns (rows x heads);
     # longer verify groups are split into row blocks, each still sharing its key reads.
-    rows_per_block = min(triton.next_power_of_2(max_query_len), max(1, tuning.get("max_columns", 128) // heads))
-    row_blocks = triton.cdiv(max_query_len, rows_per_block)
+    rows_per_block = min(next_power_of_2(max_query_len), max(1, tuning.get("max_columns", 128) // heads))
+    row_blocks = cdiv(max_query_len, rows_per_block)
     asm = tuning.get("asm", gpu and torch.version.hip is None and _sixteen_byte_aligned(cache))
     # "fixup" (the default): a hot kernel without the exact path and without a per-tile vote,
     # then the exact path in the programs that marked a key; 1.5-1.7x faster than "inline"
@@ -993,7 +993,7 @@ def launch_score_paged(
         raise ValueError(f"tile_pages: the word-fed loop needs 64 * tile_pages to be a multiple of 16 * num_warps, "
                          f"got tile_pages={tile_pages} with num_warps={num_warps}")
     # One program per share of all requests' pages (the kernel computes the shares), per row block.
-    sms = torch.cuda.get_device_properties(cache.device).multi_processor_count if gpu else 4
+    sms = sm_count(cache.device) if gpu else 4
     grid = (max(1, per_sm * sms // row_blocks), row_blocks)
     forms = launch_forms(exact, asm, word_fed, tile_pages, num_warps, pairs, split)
     # The one-kernel form never touches the flags (query_starts is a read-only stand-in).

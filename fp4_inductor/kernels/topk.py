@@ -47,6 +47,7 @@ import triton.language as tl
 from torch.library import wrap_triton
 
 from ..reference import order_keys
+from . import cdiv, next_power_of_2, sm_count
 
 # The histograms in shared memory. Triton has no shared atomics: ``tl.histogram`` spends about
 # 30 instructions per entry on warp ballots at 64 bins (80 at 256), a shared ``red.add`` a few.
@@ -453,13 +454,13 @@ def launch_select_topk(
         # here, as the reference backend takes them too.
         logits = logits.contiguous()
     gpu = device.type == "cuda"
-    least = 2 * triton.next_power_of_2(k)
-    segment = max(triton.next_power_of_2(tuning.get("segment", 32768 if gpu else 256)), least)
+    least = 2 * next_power_of_2(k)
+    segment = max(next_power_of_2(tuning.get("segment", 32768 if gpu else 256)), least)
     if gpu and "segment" not in tuning and isinstance(rows, int) and isinstance(width, int):
         # A first pass on fewer than half the SMs takes half segments (and one more, short pass):
         # H200, 64 x 32768, k=2048, same run: 19.9 us against 23.0 at 32768.
-        sms = torch.cuda.get_device_properties(device).multi_processor_count
-        if segment // 2 >= least and 2 * rows * triton.cdiv(width, segment) <= sms:
+        sms = sm_count(device)
+        if segment // 2 >= least and 2 * rows * cdiv(width, segment) <= sms:
             segment //= 2
     num_warps = tuning.get("num_warps", 16 if gpu else 4)
     threads = 32 * num_warps
@@ -485,14 +486,14 @@ def launch_select_topk(
 
     src_values, src_stride, src_indices, src_indices_stride, n = logits, logits.stride(0), None, 0, width
     while n > segment:
-        segments = triton.cdiv(n, segment)
+        segments = cdiv(n, segment)
         cand_values = torch.empty((rows, segments * k), dtype=torch.float32, device=device)
         cand_indices = torch.empty((rows, segments * k), dtype=torch.int32, device=device)
         run(src_values, src_stride, src_indices, src_indices_stride, n, segment, segments, segment,
             cand_values, cand_indices, segments * k)
         src_values, src_stride, src_indices, src_indices_stride = cand_values, segments * k, cand_indices, segments * k
         n = segments * k
-    block = triton.next_power_of_2(max(n, 1))
+    block = next_power_of_2(max(n, 1))
     run(src_values, src_stride, src_indices, src_indices_stride, n, n, 1, block, values, indices, k)
     if sorted:
         values, indices = sort_selection(values, indices)
