@@ -406,3 +406,16 @@ def test_shared_histogram_order_in_sm90_ptx():
             tail = [line.strip() for line in lines[s + 1:back] if ".shared" in line]
             assert len(tail) == 2 and tail[0].startswith("st.shared.b64"), (form, tail)
             assert re.fullmatch(r"ld\.shared\.b64\s+%rd\d+, \[global_smem\];", tail[1]), (form, tail)
+
+
+def test_launcher_int_helpers_match_triton():
+    """The launchers' host-side cdiv and next_power_of_2 give Triton's values for ints."""
+    import triton
+
+    from fp4_inductor.kernels import cdiv, next_power_of_2
+
+    for n in [*range(-3, 70), 127, 128, 129, 2047, 2048, 2049, 32768, 32769, 2**31 - 1]:
+        assert next_power_of_2(n) == triton.next_power_of_2(n), n
+        for d in (1, 2, 3, 64, 256, 32768):
+            if n >= 0:
+                assert cdiv(n, d) == triton.cdiv(n, d), (n, d)
