@@ -155,6 +155,23 @@ def test_valid_calls_check_once(gen, monkeypatch):
                      "_check_topk": 1}
 
 
+def test_wrappers_name_arguments_of_the_wrong_type(gen):
+    """Arguments the ops' schemas would refuse get the named error from the public wrapper."""
+    case = scoring_case(gen, "cpu", query_lens=[1, 2], seq_lens=[70, 10], heads=16)
+    query = fp4.quantize_queries(case["q"])
+    args = (case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"], 2)
+    bad = [
+        (lambda: fp4.quantize_queries(case["q"].tolist()), "q: expected a tensor float32"),
+        (lambda: fp4.select_topk(case["q"][:, 0].tolist(), case["row_ends"], 4), "logits: expected a tensor"),
+        (lambda: fp4.select_topk(case["q"][:, 0, :].float(), case["row_ends"].tolist(), 4), "row_ends: expected a tensor"),
+        (lambda: fp4.select_topk(case["q"][:, 0, :].float(), case["row_ends"], 4.0), "k: expected a Python int"),
+        (lambda: fp4.score_paged(query, *args, out=[0.0]), "out: expected None or a float32 tensor, got list"),
+    ]
+    for call, match in bad:
+        with pytest.raises(TypeError, match=match):
+            call()
+
+
 def test_quantize_queries_rejects_heads():
     with pytest.raises(ValueError, match="q: expected \\(16, 32, 64\\) heads, got float32 \\[2, 48, 128\\]"):
         fp4.quantize_queries(torch.zeros(2, 48, 128))
