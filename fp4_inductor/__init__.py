@@ -14,6 +14,7 @@ from .ops import (
     select_topk,
     store_keys,
 )
+from .rotation import hadamard_matrix
 
 __all__ = [
     "FP4Indexer",
@@ -24,6 +25,7 @@ __all__ = [
     "decode_tile_size",
     "dequantize_pages",
     "dequantize_queries",
+    "hadamard_matrix",
     "index_section",
     "quantize_queries",
     "score_paged",

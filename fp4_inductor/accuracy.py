@@ -15,7 +15,9 @@ Variants scored against BF16 (queries and keys rounded to bfloat16, float32 math
 - ``fp4``: this library's FP4 keys and queries (E2M1, UE8M0 per 32 elements);
 - ``fp8``: E4M3 keys with one float32 scale per token (amax / 448) and E4M3 queries with
   one scale per (row, head), DeepSeek-V3.2's FP8 indexer cache;
-- ``fp4k-bf16q``: FP4 keys, BF16 queries (the higher-recall mode: keys keep 68 bytes).
+- ``fp4k-bf16q``: FP4 keys, BF16 queries (the higher-recall mode: keys keep 68 bytes);
+- ``fp4-rotated``: FP4 keys and queries after the Hadamard rotation (``hadamard_matrix``,
+  ``FP4Indexer(rotate=True)``), which leaves the logits as they are in exact arithmetic.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import torch
 
 from . import formats as F
 from .reference import dequantize_fp4, quantize_fp4
+from .rotation import hadamard_matrix
 
 
 def make_data(kind: str, context: int, rows: int, heads: int, gen: torch.Generator):
@@ -71,6 +74,7 @@ def compare(kind: str, context: int, ks: list[int], rows: int, heads: int, seed:
         "fp4": logits(fp4_round(q16), fp4_round(k16), w),
         "fp8": logits(fp8_round(q16, 1), fp8_round(k16, 1), w),
         "fp4k-bf16q": logits(q16, fp4_round(k16), w),
+        "fp4-rotated": logits(fp4_round(q16 @ hadamard_matrix()), fp4_round(k16 @ hadamard_matrix()), w),
     }
     results = []
     for name, got in variants.items():
@@ -114,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit("--plot needs matplotlib (pip install matplotlib)")
         fig, axes = plt.subplots(1, len(args.data.split(",")), figsize=(5 * len(args.data.split(",")), 4), squeeze=False)
         for ax, kind in zip(axes[0], args.data.split(",")):
-            for variant in ("fp4", "fp8", "fp4k-bf16q"):
+            for variant in ("fp4", "fp8", "fp4k-bf16q", "fp4-rotated"):
                 for context in sorted({r["context"] for r in results}):
                     pts = [(r["k"], r["overlap"]) for r in results
                            if r["data"] == kind and r["variant"] == variant and r["context"] == context]

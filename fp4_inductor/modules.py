@@ -21,6 +21,7 @@ from . import formats as F
 from ._checks import INDEX_DTYPES, check_int, check_size, check_tensor
 from .layout import allocate_merged_cache, check_cache, check_head_count
 from .ops import check_backend, check_decode_step, decode_layout, quantize_queries, score_paged, select_topk, store_keys
+from .rotation import hadamard_matrix
 
 
 class IndexerProjections(nn.Module):
@@ -103,6 +104,11 @@ class FP4Indexer(IndexerProjections):
     or an external ``index_cache`` view ``uint8 [pages, 64, 68]``.
     ``query_precision="bf16"`` scores the same FP4 keys with unquantized (bf16) queries:
     higher top-k recall for a slower scorer (docs/benchmarks.md has both).
+    ``rotate=True`` multiplies queries and keys by the Hadamard matrix before they are
+    quantized, in the indexer's dtype (queries by ``hadamard_matrix(scale=2**-3)``, keys by
+    ``scale=2**-4``: exact entries, and together orthonormal): the logits are the same in exact
+    arithmetic, keys with outlier channels lose less to FP4 and all fold into the scorer's fast
+    path (fp4_inductor.rotation). Leave it off for a model that already rotates.
     """
 
     def __init__(
@@ -121,10 +127,13 @@ class FP4Indexer(IndexerProjections):
         index_cache: Optional[torch.Tensor] = None,
         backend: Optional[str] = None,
         query_precision: str = "fp4",
+        rotate: bool = False,
     ):
         super().__init__(hidden_size, q_lora_rank, heads, head_dim, topk, softmax_scale, device, dtype)
         if query_precision not in ("fp4", "bf16"):
             raise ValueError(f"query_precision: expected 'fp4' or 'bf16', got {query_precision!r}")
+        if not isinstance(rotate, bool):
+            raise TypeError(f"rotate: expected a bool, got {type(rotate).__name__}")
         check_head_count(heads)
         check_backend(backend)
         self.backend = backend
@@ -134,6 +143,10 @@ class FP4Indexer(IndexerProjections):
             self.register_buffer("pages", pages, persistent=False)
         check_cache(index_cache, "index_cache")
         self.index_cache = index_cache
+        self.rotate = rotate
+        for name, scale in (("query_rotation", 2.0**-3), ("key_rotation", 2.0**-4)):
+            matrix = hadamard_matrix(index_cache.device, scale, dtype) if rotate else None
+            self.register_buffer(name, matrix, persistent=False)
 
     @classmethod
     def from_reference(cls, module: ReferenceIndexer, **kwargs) -> "FP4Indexer":
@@ -155,6 +168,8 @@ class FP4Indexer(IndexerProjections):
 
     def forward(self, x, q_lora, slots, block_table, seq_lens, query_lens, max_query_len: int):
         q, k, w = self.project(x, q_lora)
+        if self.rotate:
+            q, k = q @ self.query_rotation.to(q.dtype), k @ self.key_rotation.to(k.dtype)
         query_starts, row_ends = decode_layout(seq_lens, query_lens, q.shape[0])
         # Every input checked before this step's keys are written.
         check_tensor("block_table", block_table, dtypes=INDEX_DTYPES, shape=("requests", "pages_per_request"))

@@ -47,7 +47,7 @@ def test_demo_runs():
 def test_accuracy_tool(capsys):
     accuracy.main(["--contexts", "2048", "--ks", "512", "--rows", "2", "--heads", "16", "--data", "gaussian,outliers"])
     lines = [l for l in capsys.readouterr().out.splitlines() if l.startswith("| gaussian") or l.startswith("| outliers")]
-    assert len(lines) == 6
+    assert len(lines) == 8
     overlaps = {l.split("|")[4].strip(): float(l.split("|")[5]) for l in lines if "gaussian" in l}
     # FP8 keeps more of the BF16 top-k than FP4 on Gaussian data (3 vs 1 mantissa bits).
     assert overlaps["fp8"] > overlaps["fp4"] > 0.5
