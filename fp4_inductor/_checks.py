@@ -21,6 +21,13 @@ def _dtype_names(dtypes: Sequence[torch.dtype]) -> str:
     return " or ".join(str(d).removeprefix("torch.") for d in dtypes)
 
 
+def check_dtype(name: str, dtype: object, dtypes: Sequence[torch.dtype]) -> torch.dtype:
+    """A dtype argument (not a tensor's dtype) that must be one of ``dtypes``."""
+    if not isinstance(dtype, torch.dtype) or dtype not in dtypes:
+        raise TypeError(f"{name}: expected {_dtype_names(dtypes)}, got {dtype!r}")
+    return dtype
+
+
 def check_tensor(
     name: str,
     t: object,

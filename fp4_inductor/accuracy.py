@@ -16,8 +16,9 @@ Variants scored against BF16 (queries and keys rounded to bfloat16, float32 math
 - ``fp8``: E4M3 keys with one float32 scale per token (amax / 448) and E4M3 queries with
   one scale per (row, head), DeepSeek-V3.2's FP8 indexer cache;
 - ``fp4k-bf16q``: FP4 keys, BF16 queries (the higher-recall mode: keys keep 68 bytes);
-- ``fp4-rotated``: FP4 keys and queries after the Hadamard rotation (``hadamard_matrix``,
-  ``FP4Indexer(rotate=True)``), which leaves the logits as they are in exact arithmetic.
+- ``fp4-rotated``: FP4 keys and queries after the orthonormal Hadamard rotation
+  (``hadamard_matrix()`` in float32; ``FP4Indexer(rotate=True)`` makes the same rotation in
+  its own dtype), which leaves the logits as they are in exact arithmetic.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from torch import nn
 
 from . import formats as F
 from ._checks import INDEX_DTYPES, check_int, check_size, check_tensor
-from .layout import allocate_merged_cache, check_cache, check_head_count
+from .layout import allocate_merged_cache, check_cache, check_head_count, index_section
 from .ops import check_backend, check_decode_step, decode_layout, quantize_queries, score_paged, select_topk, store_keys
 from .rotation import hadamard_matrix
 
@@ -108,7 +108,8 @@ class FP4Indexer(IndexerProjections):
     quantized, in the indexer's dtype (queries by ``hadamard_matrix(scale=2**-3)``, keys by
     ``scale=2**-4``: exact entries, and together orthonormal): the logits are the same in exact
     arithmetic, keys with outlier channels lose less to FP4 and all fold into the scorer's fast
-    path (fp4_inductor.rotation). Leave it off for a model that already rotates.
+    path (fp4_inductor.rotation). It is the rotation DeepSeek-V3.2's indexer makes. Keys written
+    into ``index_cache`` outside ``forward`` (a prefill) go through ``rotate_keys`` first.
     """
 
     def __init__(
@@ -138,15 +139,38 @@ class FP4Indexer(IndexerProjections):
         check_backend(backend)
         self.backend = backend
         self.query_precision = query_precision
+        self.index_offset = index_offset
         if index_cache is None:
             pages, index_cache = allocate_merged_cache(num_pages, page_bytes, index_offset, device=device)
             self.register_buffer("pages", pages, persistent=False)
         check_cache(index_cache, "index_cache")
         self.index_cache = index_cache
         self.rotate = rotate
-        for name, scale in (("query_rotation", 2.0**-3), ("key_rotation", 2.0**-4)):
-            matrix = hadamard_matrix(index_cache.device, scale, dtype) if rotate else None
-            self.register_buffer(name, matrix, persistent=False)
+        self.register_buffer("query_rotation", None, persistent=False)
+        self.register_buffer("key_rotation", None, persistent=False)
+        self._build_rotations(index_cache.device, self.wk.weight.dtype)
+
+    def _build_rotations(self, device, dtype) -> None:
+        if self.rotate:
+            self.query_rotation = hadamard_matrix(device, scale=2.0**-3, dtype=dtype)
+            self.key_rotation = hadamard_matrix(device, scale=2.0**-4, dtype=dtype)
+
+    def _apply(self, fn, recurse=True):
+        super()._apply(fn, recurse)
+        # A view of the pages this module owns follows them when they move (an external
+        # index_cache stays the engine's).
+        if getattr(self, "pages", None) is not None:
+            self.index_cache = index_section(self.pages, self.index_offset)
+        # The matrices are no state (not in state_dict) and are rebuilt, never carried, after a
+        # move: to_empty() after a construction on "meta" would leave them uninitialized.
+        if self.rotate:
+            self._build_rotations(self.query_rotation.device, self.query_rotation.dtype)
+        return self
+
+    def rotate_keys(self, k: torch.Tensor) -> torch.Tensor:
+        """Keys [n, 128] as this indexer stores them: times ``key_rotation`` with ``rotate=True``,
+        else as given. For keys written into ``index_cache`` outside ``forward``."""
+        return k @ self.key_rotation.to(k.dtype) if self.rotate else k
 
     @classmethod
     def from_reference(cls, module: ReferenceIndexer, **kwargs) -> "FP4Indexer":
@@ -169,7 +193,7 @@ class FP4Indexer(IndexerProjections):
     def forward(self, x, q_lora, slots, block_table, seq_lens, query_lens, max_query_len: int):
         q, k, w = self.project(x, q_lora)
         if self.rotate:
-            q, k = q @ self.query_rotation.to(q.dtype), k @ self.key_rotation.to(k.dtype)
+            q, k = q @ self.query_rotation.to(q.dtype), self.rotate_keys(k)
         query_starts, row_ends = decode_layout(seq_lens, query_lens, q.shape[0])
         # Every input checked before this step's keys are written.
         check_tensor("block_table", block_table, dtypes=INDEX_DTYPES, shape=("requests", "pages_per_request"))

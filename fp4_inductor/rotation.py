@@ -10,26 +10,37 @@ group scales of a key come out close together:
 - every key folds into the scorer's one-dot path: a key whose group scales span more than
   2**3 costs the scorer a second pass over its tile (docs/integration.md).
 
-DeepSeek-V3.2's indexer rotates its queries and keys this way before its FP8 quantization. A
-model that does so already must not be rotated again (H is its own inverse: twice is none).
+DeepSeek-V3.2's indexer rotates its queries and keys this way (a Hadamard transform, scale
+128**-0.5) before its FP8 quantization. Code that feeds the ops queries and keys rotated
+already must not rotate them again: H is its own inverse, so a second rotation undoes the first.
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from . import formats as F
+from ._checks import FLOAT_DTYPES, check_dtype
 
 
-def hadamard_matrix(device: torch.device | str | None = None, scale: float = F.HEAD_DIM**-0.5,
+def hadamard_matrix(device: torch.device | str | None = None, *, scale: float = F.HEAD_DIM**-0.5,
                     dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """``dtype`` [128, 128]: the Sylvester Hadamard matrix (entries +-1, symmetric) times
-    ``scale``; the default makes it orthonormal. Use it on both sides:
+    """``dtype`` [128, 128]: the Sylvester Hadamard matrix, entry (i, j) = (-1)**popcount(i & j)
+    (symmetric, the natural order of a fast Walsh-Hadamard transform), times ``scale``. The
+    default scale makes it orthonormal; use it on both sides:
     ``quantize_queries(q.float() @ h)`` and ``store_keys(k.float() @ h, ...)``.
 
-    In bf16 or fp16, take ``scale=2**-3`` on one side and ``2**-4`` on the other: the entries
-    are then exact, the logits are unchanged all the same (8 * 16 = 128), and FP4's
-    power-of-two scales take either factor without a rounding (``FP4Indexer`` does this)."""
+    ``FP4Indexer(rotate=True)`` works in bf16 with ``scale=2**-3`` on the query side and
+    ``2**-4`` on the key side: exact entries, the same logits (8 * 16 = 128), and FP4's
+    power-of-two scales take either factor without a rounding. Keys must then be written with
+    the key side's matrix everywhere (``FP4Indexer.rotate_keys``)."""
+    check_dtype("dtype", dtype, FLOAT_DTYPES)
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+        raise TypeError(f"scale: expected a float, got {type(scale).__name__}")
+    if not (math.isfinite(scale) and scale > 0):
+        raise ValueError(f"scale: expected a finite positive number, got {scale!r}")
     h = torch.ones(1, 1, device=device)
     while h.shape[0] < F.HEAD_DIM:
         h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)

@@ -189,3 +189,19 @@ def test_swap_indexers_leaves_the_model_whole_when_one_swap_fails():
     with pytest.raises(AttributeError):
         swap_indexers(model, predicate=lambda name, module: name.endswith("indexer") or name == "layers.1.mlp")
     assert [(name, type(module)) for name, module in model.named_modules()] == before
+
+
+def test_owned_index_cache_follows_its_pages():
+    """An FP4Indexer that allocates its merged pages keeps ``index_cache`` a view of them when
+    the module moves (here: built on "meta", then to_empty, as large models are built)."""
+    indexer = FP4Indexer(96, 48, num_pages=4, heads=16, device="meta", page_bytes=8192, index_offset=1024)
+    indexer.to_empty(device="cpu")
+    cache = indexer.index_cache
+    assert cache.device.type == "cpu" and cache.shape == (4, 64, 68)
+    assert cache.untyped_storage().data_ptr() == indexer.pages.untyped_storage().data_ptr()
+    assert cache.data_ptr() - indexer.pages.data_ptr() == 1024 and cache.stride() == (8192, 68, 1)
+    # An external cache stays where the engine put it.
+    _, external = fp4.allocate_merged_cache(4)
+    indexer = FP4Indexer(96, 48, num_pages=4, heads=16, index_cache=external)
+    indexer.to("meta")
+    assert indexer.index_cache is external

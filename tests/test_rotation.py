@@ -23,9 +23,26 @@ def test_hadamard_matrix_is_symmetric_and_orthonormal():
     torch.testing.assert_close(h @ h, torch.eye(128), rtol=0, atol=1e-6)
     # Rows pairwise orthogonal with every sign pattern: not a permutation of one row.
     assert len({tuple(r.sign().tolist()) for r in h}) == 128
+    # The Sylvester order (that of a fast Walsh-Hadamard transform): (-1)**popcount(i & j).
+    i = torch.arange(128)
+    parity = torch.tensor([bin(v).count("1") % 2 for v in range(128)])[i[:, None] & i[None, :]]
+    assert torch.equal(h.sign(), 1.0 - 2.0 * parity)
     # Power-of-two scales are exact in bf16: the +-1 pattern times 2**-4.
     small = fp4.hadamard_matrix(scale=2**-4, dtype=torch.bfloat16)
     assert small.dtype == torch.bfloat16 and torch.equal(small.float() * 2**4, h.sign())
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(dtype=torch.int8), TypeError, "dtype: expected float32 or bfloat16 or float16, got torch.int8"),
+    (dict(dtype="bfloat16"), TypeError, "dtype: expected float32 or bfloat16 or float16, got 'bfloat16'"),
+    (dict(scale=0.0), ValueError, "scale: expected a finite positive number, got 0.0"),
+    (dict(scale=float("nan")), ValueError, "scale: expected a finite positive number, got nan"),
+    (dict(scale=True), TypeError, "scale: expected a float, got bool"),
+    (dict(scale="1"), TypeError, "scale: expected a float, got str"),
+])
+def test_hadamard_matrix_rejects_bad_arguments(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        fp4.hadamard_matrix(**kwargs)
 
 
 def test_rotation_leaves_the_logits_as_they_are(gen):
@@ -67,32 +84,36 @@ def test_rotation_raises_fp4_recall_on_outlier_keys():
     assert share["fp4-rotated"] > share["fp4"] + 0.025, share
 
 
-def filled_indexer(rotate: bool, gen, device="cpu") -> FP4Indexer:
+def filled_indexer(rotate: bool, gen, device="cpu", dtype=torch.float32, **kwargs) -> FP4Indexer:
     torch.manual_seed(0)
-    reference = ReferenceIndexer(96, 48, num_pages=12, heads=16, topk=32, dtype=torch.float32, device=device)
-    indexer = FP4Indexer.from_reference(reference, rotate=rotate)
+    reference = ReferenceIndexer(96, 48, num_pages=12, heads=16, topk=32, dtype=dtype, device=device)
+    indexer = FP4Indexer.from_reference(reference, rotate=rotate, **kwargs)
     with torch.no_grad():
-        k = indexer.k_norm(indexer.wk(torch.randn(12 * 64, 96, generator=gen).to(device)))
-        if rotate:
-            k = k @ fp4.hadamard_matrix(device, 2**-4)  # the indexer's own key side
-        fp4.store_keys(k, indexer.index_cache, torch.arange(12 * 64, device=device))
+        k = indexer.k_norm(indexer.wk(torch.randn(12 * 64, 96, generator=gen).to(device, dtype)))
+        fp4.store_keys(indexer.rotate_keys(k), indexer.index_cache, torch.arange(12 * 64, device=device))
     return indexer
 
 
+@pytest.mark.parametrize("query_precision", ["fp4", "bf16"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, gpu])])
-def test_rotating_indexer_runs_the_ops_on_rotated_inputs(gen, device):
-    indexer = filled_indexer(True, gen, device)
+def test_rotating_indexer_runs_the_ops_on_rotated_inputs(gen, device, dtype, query_precision):
+    indexer = filled_indexer(True, gen, device, dtype, query_precision=query_precision)
     inputs = decode_inputs(torch.Generator().manual_seed(6))
-    x, q_lora, slots, block_table, seq_lens, query_lens = (t.to(device) for t in inputs[:-1])
+    x, q_lora = (t.to(device, dtype) for t in inputs[:2])
+    slots, block_table, seq_lens, query_lens = (t.to(device) for t in inputs[2:-1])
     max_query_len = inputs[-1]
     cache = indexer.index_cache.clone()
     with torch.no_grad():
         got = indexer(x, q_lora, slots, block_table, seq_lens, query_lens, max_query_len)
-        # By hand, on a copy of the cache: project, rotate both sides, then the plain FP4 step.
+        # By hand, on a copy of the cache: project, rotate both sides (queries by H / 8, keys by
+        # H / 16, in the indexer's dtype), then the plain FP4 step.
         q, k, w = indexer.project(x, q_lora)
-        fp4.store_keys(k @ fp4.hadamard_matrix(device, 2**-4), cache, slots)
+        fp4.store_keys(k @ fp4.hadamard_matrix(device, scale=2**-4, dtype=dtype), cache, slots)
         query_starts, row_ends = fp4.decode_layout(seq_lens, query_lens, q.shape[0])
-        query = fp4.quantize_queries(q @ fp4.hadamard_matrix(device, 2**-3))
+        query = q @ fp4.hadamard_matrix(device, scale=2**-3, dtype=dtype)
+        if query_precision == "fp4":
+            query = fp4.quantize_queries(query)
         logits = fp4.score_paged(query, cache, w, block_table, query_starts, row_ends, max_query_len)
         want = fp4.select_topk(logits, row_ends, indexer.topk)[1]
     assert torch.equal(indexer.index_cache, cache)
@@ -118,6 +139,20 @@ def test_rotating_indexer_tracks_the_reference_and_compiles(gen):
     assert torch.equal(compiled.sort(dim=1)[0], eager.sort(dim=1)[0])
     # The same bar as the unrotated indexer's (test_modules): FP4 picks most of the BF16 top-32.
     assert mean_overlap([eager], [want]) > 0.6
+
+
+def test_rotation_survives_moves_and_meta_construction():
+    """The matrices are rebuilt, not carried, when the module moves: to_empty() after a
+    construction on "meta" (how large models are built) leaves them right, and a dtype change
+    keeps them exact."""
+    indexer = FP4Indexer(96, 48, num_pages=4, heads=16, device="meta", rotate=True)
+    assert indexer.query_rotation.is_meta
+    indexer.to_empty(device="cpu")
+    assert torch.equal(indexer.query_rotation, fp4.hadamard_matrix(scale=2**-3, dtype=torch.bfloat16))
+    assert torch.equal(indexer.key_rotation, fp4.hadamard_matrix(scale=2**-4, dtype=torch.bfloat16))
+    indexer.half()
+    assert torch.equal(indexer.key_rotation, fp4.hadamard_matrix(scale=2**-4, dtype=torch.float16))
+    assert not any("rotation" in name for name in indexer.state_dict())
 
 
 def test_rotate_must_be_a_bool():
