@@ -63,6 +63,13 @@ def check_size(name: str, t: torch.Tensor, dim: int, expected: int, what: str) -
         raise ValueError(f"{name}: expected {expected} along dim {dim} ({what}), got {describe(t)}")
 
 
+def check_bool(name: str, value: object) -> bool:
+    """A Python bool (not an int, not a tensor)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name}: expected a bool, got {describe(value)}")
+    return value
+
+
 def check_int(name: str, value: object, *, minimum: int | None = None, below: int | None = None) -> int:
     """A Python int (not a tensor, not a bool) within ``[minimum, below)``.
 

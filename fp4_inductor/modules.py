@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from . import formats as F
-from ._checks import INDEX_DTYPES, check_int, check_size, check_tensor
+from ._checks import INDEX_DTYPES, check_bool, check_int, check_size, check_tensor
 from .layout import allocate_merged_cache, check_cache, check_head_count, index_section
 from .ops import check_backend, check_decode_step, decode_layout, quantize_queries, score_paged, select_topk, store_keys
 from .rotation import hadamard_matrix
@@ -133,8 +133,7 @@ class FP4Indexer(IndexerProjections):
         super().__init__(hidden_size, q_lora_rank, heads, head_dim, topk, softmax_scale, device, dtype)
         if query_precision not in ("fp4", "bf16"):
             raise ValueError(f"query_precision: expected 'fp4' or 'bf16', got {query_precision!r}")
-        if not isinstance(rotate, bool):
-            raise TypeError(f"rotate: expected a bool, got {type(rotate).__name__}")
+        check_bool("rotate", rotate)
         check_head_count(heads)
         check_backend(backend)
         self.backend = backend

@@ -19,7 +19,7 @@ from torch.library import triton_op
 
 from . import formats as F
 from . import reference
-from ._checks import FLOAT_DTYPES, INDEX_DTYPES, check_int, check_size, check_tensor, describe
+from ._checks import FLOAT_DTYPES, INDEX_DTYPES, check_bool, check_int, check_size, check_tensor, describe
 from .layout import check_cache, check_layout_args, check_lengths, decode_layout_impl
 
 BACKENDS = ("reference", "triton", "aiter")
@@ -487,8 +487,7 @@ def select_topk(
     """
     if not _schema_ok(logits, row_ends, ints=(k,)):
         _check_topk(logits, row_ends, k)
-    if not isinstance(sorted, bool):
-        raise TypeError(f"sorted: expected a bool, got {describe(sorted)}")
+    check_bool("sorted", sorted)
     check_backend(backend)
     return torch.ops.fp4.select_topk(logits, row_ends, k, sorted, backend)
 
