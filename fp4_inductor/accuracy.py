@@ -71,11 +71,12 @@ def compare(kind: str, context: int, ks: list[int], rows: int, heads: int, seed:
     q, k, w = make_data(kind, context, rows, heads, gen)
     q16, k16 = q.bfloat16().float(), k.bfloat16().float()
     base = logits(q16, k16, w)
+    h = hadamard_matrix()
     variants = {
         "fp4": logits(fp4_round(q16), fp4_round(k16), w),
         "fp8": logits(fp8_round(q16, 1), fp8_round(k16, 1), w),
         "fp4k-bf16q": logits(q16, fp4_round(k16), w),
-        "fp4-rotated": logits(fp4_round(q16 @ hadamard_matrix()), fp4_round(k16 @ hadamard_matrix()), w),
+        "fp4-rotated": logits(fp4_round(q16 @ h), fp4_round(k16 @ h), w),
     }
     results = []
     for name, got in variants.items():

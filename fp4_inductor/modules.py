@@ -147,12 +147,12 @@ class FP4Indexer(IndexerProjections):
         self.rotate = rotate
         self.register_buffer("query_rotation", None, persistent=False)
         self.register_buffer("key_rotation", None, persistent=False)
-        self._build_rotations(index_cache.device, self.wk.weight.dtype)
+        if rotate:
+            self._build_rotations(index_cache.device, self.wk.weight.dtype)
 
     def _build_rotations(self, device, dtype) -> None:
-        if self.rotate:
-            self.query_rotation = hadamard_matrix(device, scale=2.0**-3, dtype=dtype)
-            self.key_rotation = hadamard_matrix(device, scale=2.0**-4, dtype=dtype)
+        self.query_rotation = hadamard_matrix(device, scale=2.0**-3, dtype=dtype)
+        self.key_rotation = hadamard_matrix(device, scale=2.0**-4, dtype=dtype)
 
     def _apply(self, fn, recurse=True):
         super()._apply(fn, recurse)
