@@ -34,9 +34,9 @@ def compile_one(tag: str, rows: int, tile: int, warps: int, stages: int = 3) -> 
     exact = "inline" if mode == 0 else "fixup"
     # The launch as the launcher makes it (MODE=2: the exact pass's own tile and warps).
     word_fed = word_fed_pass(exact, query_float)
-    _, _, _, pairs, split = launch_plan(word_fed, rows * 64, {"tile_pages": tile, "num_warps": warps})  # as the launcher
+    _, _, _, pairs, split, setup = launch_plan(word_fed, rows * 64, {"tile_pages": tile, "num_warps": warps})  # as the launcher
     pairs = os.environ.get("PAIRS", str(int(pairs))) == "1"
-    form = launch_forms(exact, True, word_fed, tile, warps, pairs, split)[max(mode - 1, 0)]
+    form = launch_forms(exact, True, word_fed, tile, warps, pairs, split, setup)[max(mode - 1, 0)]
     compiled = compile_scorer(score.score_paged_kernel, rows, form, query_float=query_float, num_stages=stages,
                               maxnreg=int(os.environ.get("MAXNREG", 0)) or None)
     os.makedirs(OUT, exist_ok=True)

@@ -2,7 +2,7 @@
 logits compared bit for bit with the first's, then the variants timed in alternation (GPU
 time of CUDA-graph replays), so that drift between runs does not read as a difference.
 
-python benchmarks/score_ab.py [--shapes 64x32768x1,64x32768x2] [--rounds 3] A.py B.py ...
+python benchmarks/score_ab.py [--shapes 64x32768x1,64x32768x2] [--rounds 3] [--outliers 0.001] A.py B.py ...
 
 A variant is a copy of fp4_inductor/kernels/score.py kept as a file; ``shipped`` stands for
 the package's own. Results: docs/benchmarks.md.
@@ -21,12 +21,13 @@ if __name__ == "__main__":
     parser.add_argument("variants", nargs="+", help="score.py copies, or 'shipped'")
     parser.add_argument("--shapes", default="64x32768x1,64x32768x2", help="BxCONTEXTxNEXT_N,...")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--outliers", type=float, default=0.0, help="fraction of keys whose scales take the exact path")
     args = parser.parse_args()
     modules = {path: load_variant(None if path == "shipped" else path) for path in args.variants}
     table = []
     for shape in args.shapes.split(","):
         requests, context, next_n = (int(v) for v in shape.split("x"))
-        case = build_scoring_case(requests, context, next_n, 64, torch.device("cuda"))
+        case = build_scoring_case(requests, context, next_n, 64, torch.device("cuda"), outliers=args.outliers)
         query = fp4.quantize_queries(case["q"])
         out = torch.empty(requests * next_n, context, device="cuda")
         inputs = (*query, case["cache"], case["weights"], case["block_table"], case["query_starts"],
@@ -44,5 +45,6 @@ if __name__ == "__main__":
         for _ in range(args.rounds):
             for path, module in modules.items():
                 times[path].append(device_us(lambda: module.launch_score_paged(out, *inputs)))
-        table += [f"| {shape} | {path} | " + " / ".join(f"{t:.1f}" for t in times[path]) + " |" for path in modules]
+        label = shape + (f" ({args.outliers:g} outliers)" if args.outliers else "")
+        table += [f"| {label} | {path} | " + " / ".join(f"{t:.1f}" for t in times[path]) + " |" for path in modules]
     print("\n".join(["| shape | variant | us per round |", "| --- | --- | --- |"] + table))

@@ -124,8 +124,8 @@ def default_launches() -> list[tuple[int, bool, dict]]:
         for query_float in (False, True):
             for rows in (1, 2):
                 word_fed = word_fed_pass(exact, query_float)
-                tile, warps, _, pairs, split = launch_plan(word_fed, rows * 64, {})
-                forms = launch_forms(exact, True, word_fed, tile, warps, pairs, split)
+                tile, warps, _, pairs, split, setup = launch_plan(word_fed, rows * 64, {})
+                forms = launch_forms(exact, True, word_fed, tile, warps, pairs, split, setup)
                 forms += launch_forms(exact, True, word_fed, 1, 4)
                 launches += [(rows, query_float, form) for form in forms if form["ASM"]]
     unique = {json.dumps(launch, sort_keys=True): launch for launch in launches}
@@ -204,8 +204,8 @@ if not os.path.exists(cuobjdump):
 from fp4_inductor.kernels import score
 from fp4_inductor.kernels.sm90 import compile_scorer
 for rows in (1, 2):
-    tile, warps, _, pairs, split = score.launch_plan(True, rows * 64, {})
-    hot = score.launch_forms("fixup", True, True, tile, warps, pairs, split)[0]
+    tile, warps, _, pairs, split, setup = score.launch_plan(True, rows * 64, {})
+    hot = score.launch_forms("fixup", True, True, tile, warps, pairs, split, setup)[0]
     cubin = os.path.join(sys.argv[1], f"hot{rows}.cubin")
     with open(cubin, "wb") as f:
         f.write(compile_scorer(score.score_paged_kernel, rows, hot).asm["cubin"])
@@ -264,20 +264,22 @@ def tile_loop(instructions: list[tuple[int, str]]) -> tuple[int, int, list[str]]
 def test_launch_plan():
     """(tile pages, warps, programs per SM, pairs, exact-pass split): the word-fed hot kernel
     runs wide (16 warps x 4 pages, one program per SM, a tile per step) with at most 64 columns,
-    and on 8 warps x 2 pages, one per SM, tiles in pairs, with more, its exact pass on twice
-    the programs; everything else on 4 warps x 2 pages, two programs per SM, the exact pass on
+    and on 8 warps x 2 pages, one per SM, tiles in pairs, with more; the exact pass after a
+    word-fed hot pass of fewer than 16 warps on twice its programs; everything else on 4 warps x 2 pages, two programs per SM, the exact pass on
     as many; tuning values override each."""
     from fp4_inductor.kernels.score import launch_plan
 
-    assert launch_plan(True, 64, {}) == (4, 16, 1, False, 2)
-    assert launch_plan(True, 32, {}) == (4, 16, 1, False, 2)
-    assert launch_plan(True, 128, {}) == (2, 8, 1, True, 2)  # two rows of 64 heads
-    assert launch_plan(True, 256, {}) == (2, 8, 1, True, 2)  # one row of 256 heads
-    assert launch_plan(False, 64, {}) == (2, 4, 2, False, 1)  # bf16 queries, the byte-fed builder, the inline form
-    assert launch_plan(True, 64, {"num_warps": 4, "tile_pages": 2}) == (2, 4, 1, False, 2)
-    assert launch_plan(True, 128, {"pairs": False}) == (2, 8, 1, False, 2)
-    assert launch_plan(False, 128, {"programs_per_sm": 3}) == (2, 4, 3, False, 1)
-    assert launch_plan(True, 128, {"exact_split": 1}) == (2, 8, 1, True, 1)
+    assert launch_plan(True, 64, {}) == (4, 16, 1, False, 1, 4)
+    assert launch_plan(True, 32, {}) == (4, 16, 1, False, 1, 4)
+    assert launch_plan(True, 128, {}) == (2, 8, 1, True, 2, 0)  # two rows of 64 heads
+    assert launch_plan(True, 256, {}) == (2, 8, 1, True, 2, 0)  # one row of 256 heads
+    assert launch_plan(False, 64, {}) == (2, 4, 2, False, 1, 0)  # bf16 queries, the byte-fed builder, the inline form
+    assert launch_plan(True, 64, {"num_warps": 4, "tile_pages": 2}) == (2, 4, 1, False, 2, 0)
+    assert launch_plan(True, 128, {"num_warps": 16, "tile_pages": 4, "pairs": False}) == (4, 16, 1, False, 1, 4)
+    assert launch_plan(True, 128, {"pairs": False}) == (2, 8, 1, False, 2, 0)
+    assert launch_plan(False, 128, {"programs_per_sm": 3}) == (2, 4, 3, False, 1, 0)
+    assert launch_plan(True, 128, {"exact_split": 1}) == (2, 8, 1, True, 1, 0)
+    assert launch_plan(True, 64, {"setup_units": 0})[5] == 0
 
 
 def test_exact_pass_forms():

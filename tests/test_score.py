@@ -353,25 +353,40 @@ def test_word_fed_loads_in_either_arrangement(group_last, backend_device, gen, m
                      num_warps=warps)
 
 
+def partly_folding_case(gen, device):
+    """A ragged case (32 heads, rows 2, 1, 4, 3, 1) whose keys do not fold in two pages only, so
+    that some programs of a launch take the exact pass and others not."""
+    case = scoring_case(gen, device, heads=32, query_lens=[2, 1, 4, 3, 1], seq_lens=[700, 64, 333, 1090, 5])
+    pages = case["block_table"].cpu()[[3, 0], [12, 4]].long()
+    slots = (pages[:, None] * 64 + torch.arange(0, 64, 9)).flatten()
+    fp4.store_keys(random_keys(slots.shape[0], gen, group_spread=9).to(device), case["cache"], slots.to(device))
+    return case
+
+
 @pytest.mark.parametrize("split", [2, 3])
+@pytest.mark.parametrize("setup", [0, 3])
 @pytest.mark.parametrize("query_kind", ["fp4", "bf16"])
-def test_exact_pass_on_more_programs(split, query_kind, backend_device, gen, monkeypatch):
+def test_exact_pass_on_more_programs(split, setup, query_kind, backend_device, gen, monkeypatch):
     """The exact pass on ``split`` times the hot pass's programs: each takes part of a hot
     program's share and reads that program's flag. Keys that do not fold in two pages only, so
     some programs are flagged and others not; ragged rows, one-row and two-row blocks; every
     valid entry right, nothing else written (programs in reverse order on the interpreter, so a
-    store into a neighbour's part shows)."""
+    store into a neighbour's part shows). With ``setup``, each request counted that many units
+    more than its pages when the shares are cut (what starting on a request costs a program):
+    the shares still cover every request's pages, also with an empty request among one-row ones.
+    (A page scored twice writes the same values: only lost pages show here, overlap in timings.)"""
     backend, device = backend_device
     if backend != "triton":
         pytest.skip("a launch form of the Triton kernel")
     if device == "cpu":
         run_programs_in_reverse(monkeypatch)
-    case = scoring_case(gen, device, heads=32, query_lens=[2, 1, 4, 3, 1], seq_lens=[700, 64, 333, 1090, 5])
-    pages = case["block_table"].cpu()[[3, 0], [12, 4]].long()
-    slots = (pages[:, None] * 64 + torch.arange(0, 64, 9)).flatten()
-    fp4.store_keys(random_keys(slots.shape[0], gen, group_spread=9).to(device), case["cache"], slots.to(device))
+    case = partly_folding_case(gen, device)
     query = fp4.quantize_queries(case["q"], backend="triton") if query_kind == "fp4" else case["q"]
-    check_launch(case, query, device, exact_split=split)
+    check_launch(case, query, device, exact_split=split, setup_units=setup)
+    if setup and query_kind == "fp4":
+        one_row = scoring_case(gen, device, heads=64, query_lens=[1] * 6, seq_lens=[530, 1024, 77, 0, 2000, 64])
+        check_launch(one_row, fp4.quantize_queries(one_row["q"], backend="triton"), device, exact_split=split,
+                     setup_units=setup)
 
 
 def test_exact_launch_form_is_checked(gen):

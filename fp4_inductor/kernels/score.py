@@ -7,9 +7,10 @@ rows x heads its N side.
 
 The work is balanced across requests in the kernel, with no host step: the
 pages that each request's longest row needs are laid end to end (in whole
-tiles) and cut into one equal share per program, so a long request is spread
-over many programs and short ones share one; a ragged batch takes as long as
-its total of keys says, not as its longest request. The hot pass of FP4 queries
+tiles, each request led by a few tiles' worth of what starting on it costs) and
+cut into one equal share per program, so a long request is spread over many
+programs and short ones share one; a ragged batch takes as long as its total of
+keys says, not as its longest request. The hot pass of FP4 queries
 loads the keys straight into the dot operand's layout (``tile_keys``); with at
 most 64 columns (next_n=1 at 64 heads) it runs 16 warps per program, one program
 per SM; with more (two-row blocks) 8 warps, one program per SM, two tiles per step
@@ -763,6 +764,15 @@ def request_units(query_starts_ptr, row_ends_ptr, first, requests, width, num_ro
 
 
 @triton.jit
+def share_units(query_starts_ptr, row_ends_ptr, first, requests, width, num_rows, UNIT_PAGES: tl.constexpr,
+                SETUP_UNITS: tl.constexpr, CHUNK: tl.constexpr):
+    """``request_units``, each request with keys counted SETUP_UNITS more: what a program pays to
+    start on a request (its query block, and the first loads of its pipeline), in units."""
+    units = request_units(query_starts_ptr, row_ends_ptr, first, requests, width, num_rows, UNIT_PAGES, CHUNK)
+    return tl.where(units > 0, units + SETUP_UNITS, 0)
+
+
+@triton.jit
 def score_paged_kernel(
     out_ptr,
     out_stride,
@@ -786,6 +796,7 @@ def score_paged_kernel(
     ROWS: tl.constexpr,
     TILE_PAGES: tl.constexpr,
     SHARE_PAGES: tl.constexpr,
+    SETUP_UNITS: tl.constexpr,
     CHUNK: tl.constexpr,
     ASM: tl.constexpr,
     QUERY_FLOAT: tl.constexpr,
@@ -808,54 +819,88 @@ def score_paged_kernel(
     tl.static_assert(MODE != 0 or not WORDS, "the word-fed loop runs as the hot pass (MODE 1) only")
     fewest = tl.full((M,), FOLD_LIMIT, tl.int32)  # MODE 1: each slot's smallest fold seen
     flag_at = flags_ptr + (tl.program_id(0) // SPLIT) * tl.num_programs(1) + tl.program_id(1)
-    run = True
     if MODE == 2:
-        run = tl.load(flag_at) != 0  # a program that left nothing out has nothing to do here
-
-    # The schedule, computed alike by every program (no host work, graph-safe): the pages each
-    # request's longest row needs, in whole units of SHARE_PAGES pages (a multiple of TILE_PAGES;
-    # both launches of the fix-up pair cut the same shares), laid end to end across requests and
-    # cut into num_programs(0) equal shares at unit boundaries. A long request is spread over many
-    # programs, short ones share a program; no program waits for the longest request.
-    seen = tl.zeros((CHUNK,), dtype=tl.int32)
-    for first in range(0, requests, CHUNK):
-        seen += request_units(query_starts_ptr, row_ends_ptr, first, requests, width, num_rows, SHARE_PAGES, CHUNK)
-    total = tl.sum(seen, axis=0).to(tl.int64)
-    begin = (tl.program_id(0) * total // tl.num_programs(0)).to(tl.int32)
-    end = ((tl.program_id(0) + 1) * total // tl.num_programs(0)).to(tl.int32)
-    # The request holding unit ``begin``: all requests that end at or before it come first.
-    seen = tl.zeros((CHUNK,), dtype=tl.int32)
-    before = tl.zeros((CHUNK,), dtype=tl.int32)  # summed: the requests wholly before the share
-    before_units = tl.zeros((CHUNK,), dtype=tl.int32)  # summed: their units
-    for first in range(0, requests, CHUNK):
-        units = request_units(query_starts_ptr, row_ends_ptr, first, requests, width, num_rows, SHARE_PAGES, CHUNK)
-        ends = tl.sum(seen, axis=0) + tl.cumsum(units, axis=0)
-        done = (ends <= begin) & (first + tl.arange(0, CHUNK) < requests)
-        before += done.to(tl.int32)
-        before_units += tl.where(done, units, 0)
-        seen += units
-    request = tl.sum(before, axis=0)
-    first_page = tl.sum(before_units, axis=0) * SHARE_PAGES
-    while run & (request < requests) & (first_page < end * SHARE_PAGES):
-        start = tl.minimum(tl.load(query_starts_ptr + request), num_rows)
-        longest = 0
-        for i in range(0, tl.minimum(tl.load(query_starts_ptr + request + 1), num_rows) - start):
-            longest = tl.maximum(longest, tl.load(row_ends_ptr + start + i).to(tl.int32))
-        longest = tl.minimum(longest, width)
-        fewest = score_request(
-            request, tl.maximum(begin * SHARE_PAGES - first_page, 0), end * SHARE_PAGES - first_page, fewest,
-            out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, weights_ptr, weights_stride,
-            weights_head_stride, block_table_ptr, block_table_stride, block_table_page_stride,
-            query_starts_ptr, row_ends_ptr, width, num_rows, HEADS, ROWS, TILE_PAGES, ASM, QUERY_FLOAT, DOT_DTYPE, MODE, WORDS,
-            WARPS, PAIRS)
-        first_page += tl.cdiv(longest, 64 * SHARE_PAGES) * SHARE_PAGES
-        request += 1
+        # A program whose hot share marked nothing leaves before it computes the schedule: the
+        # exact pass of a batch whose keys all fold costs 1.5-2 us instead of 6 (H200).
+        if tl.load(flag_at) != 0:
+            score_share(
+                fewest, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, weights_ptr,
+                weights_stride, weights_head_stride, block_table_ptr, block_table_stride, block_table_page_stride,
+                query_starts_ptr, row_ends_ptr, requests, width, num_rows, HEADS, ROWS, TILE_PAGES, SHARE_PAGES,
+                SETUP_UNITS, CHUNK, ASM, QUERY_FLOAT, DOT_DTYPE, MODE, WORDS, WARPS, PAIRS)
+    else:
+        fewest = score_share(
+            fewest, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, weights_ptr,
+            weights_stride, weights_head_stride, block_table_ptr, block_table_stride, block_table_page_stride,
+            query_starts_ptr, row_ends_ptr, requests, width, num_rows, HEADS, ROWS, TILE_PAGES, SHARE_PAGES, SETUP_UNITS,
+            CHUNK, ASM, QUERY_FLOAT, DOT_DTYPE, MODE, WORDS, WARPS, PAIRS)
     if MODE == 1:
         tl.store(flag_at, (tl.min(fewest, axis=0) < 0).to(tl.uint8))
     if WORDS and ASM and MODE == 1:
         # Never runs (requests >= 0). The word-fed loop stores through a pure asm (st_f32), which
         # Inductor's analysis of the kernel cannot see; this store shows it that ``out`` is written.
         tl.store(out_ptr, 0.0, mask=requests < 0)
+
+
+@triton.jit
+def score_share(
+    fewest, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, weights_ptr, weights_stride,
+    weights_head_stride, block_table_ptr, block_table_stride, block_table_page_stride, query_starts_ptr, row_ends_ptr,
+    requests, width, num_rows, HEADS: tl.constexpr, ROWS: tl.constexpr, TILE_PAGES: tl.constexpr,
+    SHARE_PAGES: tl.constexpr, SETUP_UNITS: tl.constexpr, CHUNK: tl.constexpr, ASM: tl.constexpr,
+    QUERY_FLOAT: tl.constexpr,
+    DOT_DTYPE: tl.constexpr, MODE: tl.constexpr, WORDS: tl.constexpr, WARPS: tl.constexpr, PAIRS: tl.constexpr,
+):
+    """The program's share (of num_programs(0)) of all requests' pages, in ``MODE``; returns
+    ``fewest`` (MODE 1), updated.
+
+    The schedule, computed alike by every program (no host work, graph-safe): the pages each
+    request's longest row needs, in whole units of SHARE_PAGES pages (a multiple of TILE_PAGES;
+    both passes cut the same shares), each request with keys led by SETUP_UNITS units without
+    pages, laid end to end across requests and cut into num_programs(0) equal shares at unit
+    boundaries. A long request is spread over many programs, short ones share a program; no
+    program waits for the longest request. The setup units stand for what starting on a request
+    costs a program (its query block, the first loads of its pipeline): a share holding a
+    request's start gets that many tiles fewer (H200, next_n=1, 4 units: 64 x 32768 80.8 us
+    against 84.3, 16 x 131072 79.5 against 84.4). The first CHUNK requests' units are read once
+    and kept (with up to CHUNK requests, the whole schedule)."""
+    units0 = share_units(query_starts_ptr, row_ends_ptr, 0, requests, width, num_rows, SHARE_PAGES, SETUP_UNITS, CHUNK)
+    total = tl.sum(units0, axis=0)
+    for first in range(CHUNK, requests, CHUNK):
+        total += tl.sum(share_units(query_starts_ptr, row_ends_ptr, first, requests, width, num_rows, SHARE_PAGES,
+                                    SETUP_UNITS, CHUNK), axis=0)
+    begin = (tl.program_id(0) * total.to(tl.int64) // tl.num_programs(0)).to(tl.int32)
+    end = ((tl.program_id(0) + 1) * total.to(tl.int64) // tl.num_programs(0)).to(tl.int32)
+    # The request holding unit ``begin``: all requests that end at or before it come first.
+    index = tl.arange(0, CHUNK)
+    done = (tl.cumsum(units0, axis=0) <= begin) & (index < requests)
+    request = tl.sum(done.to(tl.int32), axis=0)
+    first_unit = tl.sum(tl.where(done, units0, 0), axis=0)
+    seen = tl.sum(units0, axis=0)
+    for first in range(CHUNK, requests, CHUNK):
+        units = share_units(query_starts_ptr, row_ends_ptr, first, requests, width, num_rows, SHARE_PAGES, SETUP_UNITS,
+                            CHUNK)
+        done = (seen + tl.cumsum(units, axis=0) <= begin) & (first + index < requests)
+        request += tl.sum(done.to(tl.int32), axis=0)
+        first_unit += tl.sum(tl.where(done, units, 0), axis=0)
+        seen += tl.sum(units, axis=0)
+    # ``first_unit``: where the request's units start; its pages start SETUP_UNITS later.
+    while (request < requests) & (first_unit < end):
+        start = tl.minimum(tl.load(query_starts_ptr + request), num_rows)
+        longest = 0
+        for i in range(0, tl.minimum(tl.load(query_starts_ptr + request + 1), num_rows) - start):
+            longest = tl.maximum(longest, tl.load(row_ends_ptr + start + i).to(tl.int32))
+        pages = tl.cdiv(tl.minimum(longest, width), 64 * SHARE_PAGES)
+        first_page = (first_unit + SETUP_UNITS) * SHARE_PAGES
+        fewest = score_request(
+            request, tl.maximum(begin * SHARE_PAGES - first_page, 0), end * SHARE_PAGES - first_page, fewest,
+            out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, weights_ptr, weights_stride,
+            weights_head_stride, block_table_ptr, block_table_stride, block_table_page_stride,
+            query_starts_ptr, row_ends_ptr, width, num_rows, HEADS, ROWS, TILE_PAGES, ASM, QUERY_FLOAT, DOT_DTYPE, MODE, WORDS,
+            WARPS, PAIRS)
+        first_unit += tl.where(pages > 0, pages + SETUP_UNITS, 0)
+        request += 1
+    return fewest
 
 
 def word_fed_pass(exact: str, query_float: bool) -> bool:
@@ -865,10 +910,11 @@ def word_fed_pass(exact: str, query_float: bool) -> bool:
     return exact == "fixup" and not query_float
 
 
-def launch_plan(word_fed: bool, columns: int, tuning: dict) -> tuple[int, int, int, bool, int]:
-    """(pages per tile, warps, programs per SM, tiles in pairs, exact-pass split) of one launch
-    pair; ``word_fed``: its hot kernel takes the word-fed loop; ``columns``: rows per block x
-    heads. ``tuning`` (tile_pages, num_warps, programs_per_sm, pairs, exact_split) overrides each.
+def launch_plan(word_fed: bool, columns: int, tuning: dict) -> tuple[int, int, int, bool, int, int]:
+    """(pages per tile, warps, programs per SM, tiles in pairs, exact-pass split, setup units) of
+    one launch pair; ``word_fed``: its hot kernel takes the word-fed loop; ``columns``: rows per
+    block x heads. ``tuning`` (tile_pages, num_warps, programs_per_sm, pairs, exact_split,
+    setup_units) overrides each.
 
     Measured on the H200 (docs/benchmarks.md), with equal shares, B=64 x 32768:
     - the word-fed hot kernel with at most 64 columns (next_n=1 at 64 heads): 16 warps x 4
@@ -884,20 +930,31 @@ def launch_plan(word_fed: bool, columns: int, tuning: dict) -> tuple[int, int, i
       pairs at 4 warps spill: 343 us at next_n=2).
     - everything else (bf16 queries, caches without 16-byte rows): 4 warps x 2 pages, two
       programs per SM.
-    - after a word-fed hot pass, the exact pass on twice its programs (``launch_forms``): with
-      0.1 % of keys holding a group 2**6 above the rest, next_n=2 226.5 us against 298.9 on the
-      hot pass's own programs, B=16 x 131072 223.4 against 291.0, next_n=1 236.8 against 237.7.
+    - after the two-row hot kernel, the exact pass on twice its programs (``launch_forms``):
+      with 0.1 % of keys holding a group 2**6 above the rest, next_n=2 226.5 us against 298.9 on
+      the hot pass's own programs, B=16 x 131072 223.4 against 291.0. After the 16-warp one, on
+      its own programs: every program of a 16-warp exact pass needs an SM to itself, and twice
+      the programs take two waves even when no key needs the pass (64 x 32768, next_n=1: 84.8
+      against 85.4 us; 238.5 against 240.8 with the outliers above).
+    - setup units (``score_share``): 4 for the 16-warp hot kernel (64 x 32768: 80.8 us against
+      84.3 with 0, 80.4 with 6, 83.8 with 12; 64 x 4096: 18.8 against 20.9, 22.9 with 12); none
+      for the two-row one, where 1-4 gained nothing (next_n=2 113.7 us with 0, 114.2-115.8) and
+      cost at next_n=4 (208.6 against 212.9-213.5).
     """
     if word_fed:
-        plan = (4, 16, 1, False, 2) if columns <= 64 else (2, 8, 1, True, 2)
+        plan = (4, 16, 1, False) if columns <= 64 else (2, 8, 1, True)
     else:
-        plan = (2, 4, 2, False, 1)
-    keys = ("tile_pages", "num_warps", "programs_per_sm", "pairs", "exact_split")
-    return tuple(tuning.get(key, default) for key, default in zip(keys, plan))
+        plan = (2, 4, 2, False)
+    keys = ("tile_pages", "num_warps", "programs_per_sm", "pairs")
+    tile_pages, num_warps, per_sm, pairs = (tuning.get(key, default) for key, default in zip(keys, plan))
+    wide = word_fed and num_warps >= 16
+    split = tuning.get("exact_split", 1 if wide or not word_fed else 2)
+    setup = tuning.get("setup_units", 4 if wide else 0)
+    return tile_pages, num_warps, per_sm, pairs, split, setup
 
 
 def launch_forms(exact: str, asm: bool, word_fed: bool, tile_pages: int, num_warps: int,
-                 pairs: bool = False, split: int = 1) -> list[dict]:
+                 pairs: bool = False, split: int = 1, setup: int = 0) -> list[dict]:
     """The kernel launches of one call, in order, as their constexprs (``WARPS`` is also the
     launch's num_warps), all cutting their shares from the same units (``SHARE_PAGES``), the
     exact pass on ``split`` times the hot pass's programs (``SPLIT``: each hot share cut in
@@ -912,24 +969,26 @@ def launch_forms(exact: str, asm: bool, word_fed: bool, tile_pages: int, num_war
       one int8 dot per class of its keys' group scales (``fold_classes``), with the PTX builder.
       It runs on the wide hot kernel's 16 warps x 4 pages (more warps to hide the scan of a
       share), else on one page per tile on 4 warps (the float32 sum of a two-row block fits).
-      H200, B=64 x 32768 with 0.1 % of keys holding a group 2**6 above the rest, split 2:
-      237 us at next_n=1, 227 us at next_n=2 (299 us with split 1, as the hot kernel there runs
-      one 8-warp program per SM; 325 us for an exact pass of 8 warps x 2 pages;
-      docs/benchmarks.md).
+      H200, B=64 x 32768 with 0.1 % of keys holding a group 2**6 above the rest: 241 us at
+      next_n=1 (split 1), 228 us at next_n=2 (split 2; 299 us with split 1, as the hot kernel
+      there runs one 8-warp program per SM; 325 us for an exact pass of 8 warps x 2 pages;
+      docs/benchmarks.md). A program whose hot share marked nothing leaves at once, so with no
+      such key the exact pass costs about a launch (1.5 us at next_n=1, against 6 us when every
+      program computed the schedule first).
     - Otherwise it builds with the portable integer builder, at most 2 pages per tile on 4
       warps: inside the loop over a share's requests, Triton 3.7 puts the byte-fed PTX builder
       in a layout that breaks pack=4 (tests/test_prmt.py compiles every default launch)."""
     if exact == "inline":
-        return [dict(MODE=0, TILE_PAGES=tile_pages, SHARE_PAGES=tile_pages, ASM=asm, WORDS=False, WARPS=num_warps,
-                     PAIRS=False, SPLIT=1)]
+        return [dict(MODE=0, TILE_PAGES=tile_pages, SHARE_PAGES=tile_pages, SETUP_UNITS=setup, ASM=asm, WORDS=False,
+                     WARPS=num_warps, PAIRS=False, SPLIT=1)]
     if word_fed:
         wide = num_warps >= 16
         exact_pass = dict(TILE_PAGES=tile_pages if wide else 1, ASM=asm, WORDS=True, WARPS=num_warps if wide else 4)
     else:
         exact_pass = dict(TILE_PAGES=min(tile_pages, 2), ASM=False, WORDS=False, WARPS=4)
-    return [dict(MODE=1, TILE_PAGES=tile_pages, SHARE_PAGES=tile_pages, ASM=asm, WORDS=word_fed, WARPS=num_warps,
-                 PAIRS=word_fed and pairs, SPLIT=1),
-            dict(MODE=2, SHARE_PAGES=tile_pages, PAIRS=False, SPLIT=split, **exact_pass)]
+    return [dict(MODE=1, TILE_PAGES=tile_pages, SHARE_PAGES=tile_pages, SETUP_UNITS=setup, ASM=asm, WORDS=word_fed,
+                 WARPS=num_warps, PAIRS=word_fed and pairs, SPLIT=1),
+            dict(MODE=2, SHARE_PAGES=tile_pages, SETUP_UNITS=setup, PAIRS=False, SPLIT=split, **exact_pass)]
 
 
 def _sixteen_byte_aligned(cache: torch.Tensor) -> bool:
@@ -988,14 +1047,14 @@ def launch_score_paged(
     # The word-fed hot loop: on the GPU with the PTX builder; the interpreter takes it too (with
     # the integer builder) wherever the words are 4-byte aligned, so CPU runs execute it.
     word_fed = word_fed_pass(exact, query_float) and (asm if gpu else rows_aligned(cache, 4))
-    tile_pages, num_warps, per_sm, pairs, split = launch_plan(word_fed, rows_per_block * heads, tuning)
+    tile_pages, num_warps, per_sm, pairs, split, setup = launch_plan(word_fed, rows_per_block * heads, tuning)
     if word_fed and (64 * tile_pages) % (16 * num_warps):
         raise ValueError(f"tile_pages: the word-fed loop needs 64 * tile_pages to be a multiple of 16 * num_warps, "
                          f"got tile_pages={tile_pages} with num_warps={num_warps}")
     # One program per share of all requests' pages (the kernel computes the shares), per row block.
     sms = sm_count(cache.device) if gpu else 4
     grid = (max(1, per_sm * sms // row_blocks), row_blocks)
-    forms = launch_forms(exact, asm, word_fed, tile_pages, num_warps, pairs, split)
+    forms = launch_forms(exact, asm, word_fed, tile_pages, num_warps, pairs, split, setup)
     # The one-kernel form never touches the flags (query_starts is a read-only stand-in).
     flags = torch.empty(grid[0] * grid[1], dtype=torch.uint8, device=out.device) if exact == "fixup" else query_starts
     maxnreg = tuning.get("maxnreg")
