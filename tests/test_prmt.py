@@ -262,11 +262,12 @@ def tile_loop(instructions: list[tuple[int, str]]) -> tuple[int, int, list[str]]
 
 
 def test_launch_plan():
-    """(tile pages, warps, programs per SM, pairs, exact-pass split): the word-fed hot kernel
-    runs wide (16 warps x 4 pages, one program per SM, a tile per step) with at most 64 columns,
-    and on 8 warps x 2 pages, one per SM, tiles in pairs, with more; the exact pass after a
-    word-fed hot pass of fewer than 16 warps on twice its programs; everything else on 4 warps x 2 pages, two programs per SM, the exact pass on
-    as many; tuning values override each."""
+    """(tile pages, warps, programs per SM, pairs, exact-pass split, setup units): the word-fed
+    hot kernel runs wide (16 warps x 4 pages, one program per SM, a tile per step, 4 setup
+    units) with at most 64 columns, and on 8 warps x 2 pages, one per SM, tiles in pairs, with
+    more; the exact pass after a word-fed hot pass of fewer than 16 warps on twice its programs;
+    everything else on 4 warps x 2 pages, two programs per SM, the exact pass on as many;
+    tuning values override each."""
     from fp4_inductor.kernels.score import launch_plan
 
     assert launch_plan(True, 64, {}) == (4, 16, 1, False, 1, 4)

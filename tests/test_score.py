@@ -353,16 +353,6 @@ def test_word_fed_loads_in_either_arrangement(group_last, backend_device, gen, m
                      num_warps=warps)
 
 
-def partly_folding_case(gen, device):
-    """A ragged case (32 heads, rows 2, 1, 4, 3, 1) whose keys do not fold in two pages only, so
-    that some programs of a launch take the exact pass and others not."""
-    case = scoring_case(gen, device, heads=32, query_lens=[2, 1, 4, 3, 1], seq_lens=[700, 64, 333, 1090, 5])
-    pages = case["block_table"].cpu()[[3, 0], [12, 4]].long()
-    slots = (pages[:, None] * 64 + torch.arange(0, 64, 9)).flatten()
-    fp4.store_keys(random_keys(slots.shape[0], gen, group_spread=9).to(device), case["cache"], slots.to(device))
-    return case
-
-
 @pytest.mark.parametrize("split", [2, 3])
 @pytest.mark.parametrize("setup", [0, 3])
 @pytest.mark.parametrize("query_kind", ["fp4", "bf16"])
@@ -380,7 +370,10 @@ def test_exact_pass_on_more_programs(split, setup, query_kind, backend_device, g
         pytest.skip("a launch form of the Triton kernel")
     if device == "cpu":
         run_programs_in_reverse(monkeypatch)
-    case = partly_folding_case(gen, device)
+    case = scoring_case(gen, device, heads=32, query_lens=[2, 1, 4, 3, 1], seq_lens=[700, 64, 333, 1090, 5])
+    pages = case["block_table"].cpu()[[3, 0], [12, 4]].long()
+    slots = (pages[:, None] * 64 + torch.arange(0, 64, 9)).flatten()
+    fp4.store_keys(random_keys(slots.shape[0], gen, group_spread=9).to(device), case["cache"], slots.to(device))
     query = fp4.quantize_queries(case["q"], backend="triton") if query_kind == "fp4" else case["q"]
     check_launch(case, query, device, exact_split=split, setup_units=setup)
     if setup and query_kind == "fp4":

@@ -769,6 +769,12 @@ def share_units(query_starts_ptr, row_ends_ptr, first, requests, width, num_rows
     """``request_units``, each request with keys counted SETUP_UNITS more: what a program pays to
     start on a request (its query block, and the first loads of its pipeline), in units."""
     units = request_units(query_starts_ptr, row_ends_ptr, first, requests, width, num_rows, UNIT_PAGES, CHUNK)
+    return with_setup(units, SETUP_UNITS)
+
+
+@triton.jit
+def with_setup(units, SETUP_UNITS: tl.constexpr):
+    """A request's ``units`` in the schedule: SETUP_UNITS more where it has keys, none where not."""
     return tl.where(units > 0, units + SETUP_UNITS, 0)
 
 
@@ -819,21 +825,17 @@ def score_paged_kernel(
     tl.static_assert(MODE != 0 or not WORDS, "the word-fed loop runs as the hot pass (MODE 1) only")
     fewest = tl.full((M,), FOLD_LIMIT, tl.int32)  # MODE 1: each slot's smallest fold seen
     flag_at = flags_ptr + (tl.program_id(0) // SPLIT) * tl.num_programs(1) + tl.program_id(1)
+    run = True
     if MODE == 2:
         # A program whose hot share marked nothing leaves before it computes the schedule: the
         # exact pass of a batch whose keys all fold costs 1.5-2 us instead of 6 (H200).
-        if tl.load(flag_at) != 0:
-            score_share(
-                fewest, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, weights_ptr,
-                weights_stride, weights_head_stride, block_table_ptr, block_table_stride, block_table_page_stride,
-                query_starts_ptr, row_ends_ptr, requests, width, num_rows, HEADS, ROWS, TILE_PAGES, SHARE_PAGES,
-                SETUP_UNITS, CHUNK, ASM, QUERY_FLOAT, DOT_DTYPE, MODE, WORDS, WARPS, PAIRS)
-    else:
+        run = tl.load(flag_at) != 0
+    if run:
         fewest = score_share(
             fewest, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, weights_ptr,
             weights_stride, weights_head_stride, block_table_ptr, block_table_stride, block_table_page_stride,
-            query_starts_ptr, row_ends_ptr, requests, width, num_rows, HEADS, ROWS, TILE_PAGES, SHARE_PAGES, SETUP_UNITS,
-            CHUNK, ASM, QUERY_FLOAT, DOT_DTYPE, MODE, WORDS, WARPS, PAIRS)
+            query_starts_ptr, row_ends_ptr, requests, width, num_rows, HEADS, ROWS, TILE_PAGES, SHARE_PAGES,
+            SETUP_UNITS, CHUNK, ASM, QUERY_FLOAT, DOT_DTYPE, MODE, WORDS, WARPS, PAIRS)
     if MODE == 1:
         tl.store(flag_at, (tl.min(fewest, axis=0) < 0).to(tl.uint8))
     if WORDS and ASM and MODE == 1:
@@ -848,8 +850,8 @@ def score_share(
     weights_head_stride, block_table_ptr, block_table_stride, block_table_page_stride, query_starts_ptr, row_ends_ptr,
     requests, width, num_rows, HEADS: tl.constexpr, ROWS: tl.constexpr, TILE_PAGES: tl.constexpr,
     SHARE_PAGES: tl.constexpr, SETUP_UNITS: tl.constexpr, CHUNK: tl.constexpr, ASM: tl.constexpr,
-    QUERY_FLOAT: tl.constexpr,
-    DOT_DTYPE: tl.constexpr, MODE: tl.constexpr, WORDS: tl.constexpr, WARPS: tl.constexpr, PAIRS: tl.constexpr,
+    QUERY_FLOAT: tl.constexpr, DOT_DTYPE: tl.constexpr, MODE: tl.constexpr, WORDS: tl.constexpr, WARPS: tl.constexpr,
+    PAIRS: tl.constexpr,
 ):
     """The program's share (of num_programs(0)) of all requests' pages, in ``MODE``; returns
     ``fewest`` (MODE 1), updated.
@@ -865,7 +867,8 @@ def score_share(
     against 84.3, 16 x 131072 79.5 against 84.4). The first CHUNK requests' units are read once
     and kept (with up to CHUNK requests, the whole schedule)."""
     units0 = share_units(query_starts_ptr, row_ends_ptr, 0, requests, width, num_rows, SHARE_PAGES, SETUP_UNITS, CHUNK)
-    total = tl.sum(units0, axis=0)
+    first_chunk = tl.sum(units0, axis=0)
+    total = first_chunk
     for first in range(CHUNK, requests, CHUNK):
         total += tl.sum(share_units(query_starts_ptr, row_ends_ptr, first, requests, width, num_rows, SHARE_PAGES,
                                     SETUP_UNITS, CHUNK), axis=0)
@@ -876,7 +879,7 @@ def score_share(
     done = (tl.cumsum(units0, axis=0) <= begin) & (index < requests)
     request = tl.sum(done.to(tl.int32), axis=0)
     first_unit = tl.sum(tl.where(done, units0, 0), axis=0)
-    seen = tl.sum(units0, axis=0)
+    seen = first_chunk
     for first in range(CHUNK, requests, CHUNK):
         units = share_units(query_starts_ptr, row_ends_ptr, first, requests, width, num_rows, SHARE_PAGES, SETUP_UNITS,
                             CHUNK)
@@ -890,7 +893,7 @@ def score_share(
         longest = 0
         for i in range(0, tl.minimum(tl.load(query_starts_ptr + request + 1), num_rows) - start):
             longest = tl.maximum(longest, tl.load(row_ends_ptr + start + i).to(tl.int32))
-        pages = tl.cdiv(tl.minimum(longest, width), 64 * SHARE_PAGES)
+        units = tl.cdiv(tl.minimum(longest, width), 64 * SHARE_PAGES)
         first_page = (first_unit + SETUP_UNITS) * SHARE_PAGES
         fewest = score_request(
             request, tl.maximum(begin * SHARE_PAGES - first_page, 0), end * SHARE_PAGES - first_page, fewest,
@@ -898,7 +901,7 @@ def score_share(
             weights_head_stride, block_table_ptr, block_table_stride, block_table_page_stride,
             query_starts_ptr, row_ends_ptr, width, num_rows, HEADS, ROWS, TILE_PAGES, ASM, QUERY_FLOAT, DOT_DTYPE, MODE, WORDS,
             WARPS, PAIRS)
-        first_unit += tl.where(pages > 0, pages + SETUP_UNITS, 0)
+        first_unit += with_setup(units, SETUP_UNITS)
         request += 1
     return fewest
 
@@ -908,6 +911,12 @@ def word_fed_pass(exact: str, query_float: bool) -> bool:
     in the int8 dot operand's layout, four consecutive K per register): the fix-up form with
     integer scoring (FP4 queries). The launcher also needs the words aligned."""
     return exact == "fixup" and not query_float
+
+
+def wide_hot_pass(word_fed: bool, num_warps: int) -> bool:
+    """Whether a launch's hot pass is the 16-warp word-fed kernel, whose exact pass runs on the
+    same tiles and warps, on its own programs, and whose shares count 4 setup units."""
+    return word_fed and num_warps >= 16
 
 
 def launch_plan(word_fed: bool, columns: int, tuning: dict) -> tuple[int, int, int, bool, int, int]:
@@ -947,7 +956,7 @@ def launch_plan(word_fed: bool, columns: int, tuning: dict) -> tuple[int, int, i
         plan = (2, 4, 2, False)
     keys = ("tile_pages", "num_warps", "programs_per_sm", "pairs")
     tile_pages, num_warps, per_sm, pairs = (tuning.get(key, default) for key, default in zip(keys, plan))
-    wide = word_fed and num_warps >= 16
+    wide = wide_hot_pass(word_fed, num_warps)
     split = tuning.get("exact_split", 1 if wide or not word_fed else 2)
     setup = tuning.get("setup_units", 4 if wide else 0)
     return tile_pages, num_warps, per_sm, pairs, split, setup
@@ -982,7 +991,7 @@ def launch_forms(exact: str, asm: bool, word_fed: bool, tile_pages: int, num_war
         return [dict(MODE=0, TILE_PAGES=tile_pages, SHARE_PAGES=tile_pages, SETUP_UNITS=setup, ASM=asm, WORDS=False,
                      WARPS=num_warps, PAIRS=False, SPLIT=1)]
     if word_fed:
-        wide = num_warps >= 16
+        wide = wide_hot_pass(word_fed, num_warps)
         exact_pass = dict(TILE_PAGES=tile_pages if wide else 1, ASM=asm, WORDS=True, WARPS=num_warps if wide else 4)
     else:
         exact_pass = dict(TILE_PAGES=min(tile_pages, 2), ASM=False, WORDS=False, WARPS=4)
