@@ -5,7 +5,8 @@ time of CUDA-graph replays), so that drift between runs does not read as a diffe
 python benchmarks/score_ab.py [--shapes 64x32768x1,64x32768x2] [--rounds 3] [--outliers 0.001] A.py B.py ...
 
 A variant is a copy of fp4_inductor/kernels/score.py kept as a file; ``shipped`` stands for
-the package's own. Results: docs/benchmarks.md.
+the package's own. ``VARIANT:key=value,...`` launches it with those launcher tunings (integers;
+as in score_variants.py), e.g. ``shipped:turns=1``. Results: docs/benchmarks.md.
 """
 
 import argparse
@@ -23,7 +24,11 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--outliers", type=float, default=0.0, help="fraction of keys whose scales take the exact path")
     args = parser.parse_args()
-    modules = {path: load_variant(None if path == "shipped" else path) for path in args.variants}
+    modules, tunings = {}, {}
+    for spec in args.variants:
+        path, _, tuned = spec.partition(":")
+        modules[spec] = load_variant(None if path == "shipped" else path)
+        tunings[spec] = {k: int(v) for k, v in (kv.split("=") for kv in tuned.split(",") if kv)}
     table = []
     for shape in args.shapes.split(","):
         requests, context, next_n = (int(v) for v in shape.split("x"))
@@ -36,7 +41,7 @@ if __name__ == "__main__":
         first = None
         for path, module in modules.items():
             out.fill_(float("nan"))
-            module.launch_score_paged(out, *inputs)
+            module.launch_score_paged(out, *inputs, **tunings[path])
             if first is None:
                 first = out.clone()
             same = torch.equal(out[valid], first[valid]) and not out[valid].isnan().any().item()
@@ -44,7 +49,7 @@ if __name__ == "__main__":
         times = {path: [] for path in modules}
         for _ in range(args.rounds):
             for path, module in modules.items():
-                times[path].append(device_us(lambda: module.launch_score_paged(out, *inputs)))
+                times[path].append(device_us(lambda: module.launch_score_paged(out, *inputs, **tunings[path])))
         label = shape + (f" ({args.outliers:g} outliers)" if args.outliers else "")
         table += [f"| {label} | {path} | " + " / ".join(f"{t:.1f}" for t in times[path]) + " |" for path in modules]
     print("\n".join(["| shape | variant | us per round |", "| --- | --- | --- |"] + table))
