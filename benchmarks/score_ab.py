@@ -5,14 +5,14 @@ time of CUDA-graph replays), so that drift between runs does not read as a diffe
 python benchmarks/score_ab.py [--shapes 64x32768x1,64x32768x2] [--rounds 3] [--outliers 0.001] A.py B.py ...
 
 A variant is a copy of fp4_inductor/kernels/score.py kept as a file; ``shipped`` stands for
-the package's own. ``VARIANT:key=value,...`` launches it with those launcher tunings (integers;
-as in score_variants.py), e.g. ``shipped:turns=1``. Results: docs/benchmarks.md.
+the package's own. ``VARIANT:key=value,...`` launches it with those launcher tunings (as in
+score_variants.py), e.g. ``shipped:setup_units=6``. Results: docs/benchmarks.md.
 """
 
 import argparse
 
 import torch
-from score_variants import load_variant
+from score_variants import load_variant, parse_tuning
 
 import fp4_inductor as fp4
 from fp4_inductor.bench import build_scoring_case, device_us
@@ -28,7 +28,7 @@ if __name__ == "__main__":
     for spec in args.variants:
         path, _, tuned = spec.partition(":")
         modules[spec] = load_variant(None if path == "shipped" else path)
-        tunings[spec] = {k: int(v) for k, v in (kv.split("=") for kv in tuned.split(",") if kv)}
+        tunings[spec] = parse_tuning(tuned, ",")
     table = []
     for shape in args.shapes.split(","):
         requests, context, next_n = (int(v) for v in shape.split("x"))

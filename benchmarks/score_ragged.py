@@ -9,6 +9,7 @@ Every batch runs the shipped plan, and each --plan (tuning of launch_score_paged
 import argparse
 
 import torch
+from score_variants import parse_tuning
 
 import fp4_inductor as fp4
 from fp4_inductor.bench import build_scoring_case, device_us
@@ -39,11 +40,11 @@ def batches():
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
-    parser.add_argument("--plan", action="append", default=[], help="tuning, 'key=value;...' (ints)")
+    parser.add_argument("--plan", action="append", default=[], help="tuning, 'key=value;...'")
     args = parser.parse_args()
     plans = {"shipped": {}}
     for plan in args.plan:
-        plans[plan] = {k: int(v) for k, v in (item.split("=") for item in plan.split(";"))}
+        plans[plan] = parse_tuning(plan, ";")
     table = []
     for name, (seq_lens, next_n) in batches().items():
         inputs, width = ragged_case(seq_lens, next_n)

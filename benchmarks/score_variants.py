@@ -29,6 +29,16 @@ def load_variant(path):
     return module
 
 
+def tuning_value(text):
+    """A launcher tuning's value as given on the command line: an int, or a word (exact=inline)."""
+    return int(text) if text.lstrip("-").isdigit() else text
+
+
+def parse_tuning(text, sep):
+    """Launcher tunings from ``key=value`` items separated by ``sep`` (values: ``tuning_value``)."""
+    return {k: tuning_value(v) for k, v in (item.split("=") for item in text.split(sep) if item)}
+
+
 def run_shape(launch, requests, context, next_n, space, check, outliers=0.0):
     case = build_scoring_case(requests, context, next_n, 64, torch.device("cuda"), outliers=outliers)
     query = fp4.quantize_queries(case["q"])
@@ -75,8 +85,7 @@ if __name__ == "__main__":
     parser.add_argument("--outliers", type=float, default=0.0, help="fraction of keys whose scales take the exact path")
     args = parser.parse_args()
     launch = load_variant(args.module).launch_score_paged
-    value = lambda v: int(v) if v.lstrip("-").isdigit() else v  # noqa: E731  (exact=inline,fixup)
-    space = {k: [value(v) for v in vals.split(",")] for k, vals in (item.split("=") for item in args.grid.split(";"))}
+    space = {k: [tuning_value(v) for v in vals.split(",")] for k, vals in (item.split("=") for item in args.grid.split(";"))}
     summary = [run_shape(launch, *(int(v) for v in shape.split("x")), space, args.check, args.outliers) for shape in args.shapes.split(",")]
     print()
     print("\n".join(summary))
