@@ -391,6 +391,10 @@ def test_exact_launch_form_is_checked(gen):
     out = torch.zeros(case["q"].shape[0], case["block_table"].shape[1] * 64)
     with pytest.raises(ValueError, match="exact"):
         launch_score_paged(out, *query, *layout, 1, exact="twice")
+    # A misspelt tuning is an error, not a launch with the defaults; nothing is written.
+    with pytest.raises(ValueError, match=r"tuning: expected keys among .*, got \['setup'\]"):
+        launch_score_paged(out, *query, *layout, 1, setup=4)
+    assert not out.any()
 
 
 def test_unaligned_section(backend_device, gen):

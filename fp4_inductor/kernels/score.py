@@ -1009,18 +1009,24 @@ def _sixteen_byte_aligned(cache: torch.Tensor) -> bool:
     return rows_aligned(cache, 16)
 
 
+# The launcher's tunings (``launch_score_paged``): for the benchmarks, not part of the API.
+TUNING_KEYS = ("tile_pages", "num_warps", "num_stages", "programs_per_sm", "pairs", "exact_split", "setup_units",
+               "maxnreg", "max_columns", "asm", "exact")
+
+
 def launch_score_paged(
     out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len, **tuning
 ) -> None:
-    """Launch the scorer; ``tuning`` (tile_pages, num_warps, num_stages, programs_per_sm, pairs,
-    exact_split, maxnreg, max_columns, asm, exact) is for benchmarks/score_variants.py and is
-    not part of the API. tile_pages and num_warps set the hot pass (and the shares); the exact
+    """Launch the scorer; ``tuning`` (``TUNING_KEYS``) is for benchmarks/score_variants.py and is
+    not part of the API; a key outside it is an error, not a launch with the defaults. tile_pages and num_warps set the hot pass (and the shares); the exact
     pass takes its own (after a word-fed hot pass below 16 warps, and always after a byte-fed
     one), and exact_split times the hot pass's programs
     (``launch_forms``).
 
     ``q_scales=None``: ``q_payload`` holds unquantized queries float [rows, H, 128], scored as
     bf16 against the FP4 keys (the higher-recall mode)."""
+    if tuning and not set(tuning) <= set(TUNING_KEYS):
+        raise ValueError(f"tuning: expected keys among {TUNING_KEYS}, got {sorted(set(tuning) - set(TUNING_KEYS))}")
     rows, heads = q_payload.shape[:2]
     requests, pages_per_request = block_table.shape
     if rows == 0 or requests == 0 or pages_per_request == 0:
