@@ -23,7 +23,7 @@ import importlib  # noqa: E402
 from fp4_inductor.kernels.score import launch_forms, launch_plan, word_fed_pass  # noqa: E402
 from fp4_inductor.kernels.sm90 import compile_scorer  # noqa: E402
 
-score = importlib.import_module(os.environ.get("SCORE_MODULE", "fp4_inductor.kernels.score"))
+score = importlib.import_module(os.environ.get("SCORE_MODULE", "fp4_inductor.kernels.score_kernel"))
 
 OUT = "/tmp/sm90"
 CUOBJDUMP = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/cuobjdump")

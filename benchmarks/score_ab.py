@@ -4,9 +4,10 @@ time of CUDA-graph replays), so that drift between runs does not read as a diffe
 
 python benchmarks/score_ab.py [--shapes 64x32768x1,64x32768x2] [--rounds 3] [--outliers 0.001] A.py B.py ...
 
-A variant is a copy of fp4_inductor/kernels/score.py kept as a file; ``shipped`` stands for
-the package's own. ``VARIANT:key=value,...`` launches it with those launcher tunings (as in
-score_variants.py), e.g. ``shipped:setup_units=6``. Results: docs/benchmarks.md.
+A variant is a copy of fp4_inductor/kernels/score.py or score_kernel.py kept as a file;
+``shipped`` stands for the package's own. ``VARIANT:key=value,...`` launches it with those
+launcher tunings (as in score_variants.py), e.g. ``shipped:setup_units=6``. Results:
+docs/benchmarks.md.
 """
 
 import argparse
@@ -19,7 +20,7 @@ from fp4_inductor.bench import build_scoring_case, device_us
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
-    parser.add_argument("variants", nargs="+", help="score.py copies, or 'shipped'")
+    parser.add_argument("variants", nargs="+", help="score.py or score_kernel.py copies, or 'shipped'")
     parser.add_argument("--shapes", default="64x32768x1,64x32768x2", help="BxCONTEXTxNEXT_N,...")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--outliers", type=float, default=0.0, help="fraction of keys whose scales take the exact path")

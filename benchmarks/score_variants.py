@@ -6,6 +6,7 @@ python benchmarks/score_variants.py [--shapes 64x32768x1,...] [--grid "tile_page
 """
 
 import argparse
+import functools
 import importlib.util
 import itertools
 import os
@@ -17,15 +18,19 @@ from fp4_inductor.bench import build_scoring_case, device_us
 
 
 def load_variant(path):
-    """A copy of kernels/score.py kept elsewhere, imported inside the kernels package."""
-    if path is None:
-        from fp4_inductor.kernels import score
+    """A module with ``launch_score_paged``: the package's (``path`` None), or a variant kept as a
+    file and imported inside the kernels package: a copy of kernels/score.py (the launcher), or
+    of kernels/score_kernel.py (the kernel, launched by the package's launcher)."""
+    from fp4_inductor.kernels import score
 
+    if path is None:
         return score
     name = "fp4_inductor.kernels." + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    if not hasattr(module, "launch_score_paged"):
+        module.launch_score_paged = functools.partial(score.launch_score_paged, kernel=module.score_paged_kernel)
     return module
 
 
@@ -80,7 +85,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--shapes", default="64x32768x1,64x32768x2,64x32768x4,16x131072x2", help="BxCONTEXTxNEXT_N,...")
     parser.add_argument("--grid", default="tile_pages=1,2;num_warps=4,8;num_stages=1,3")
-    parser.add_argument("--module", default=None, help="a variant of kernels/score.py to time instead")
+    parser.add_argument("--module", default=None,
+                        help="a variant of kernels/score.py or kernels/score_kernel.py to time instead")
     parser.add_argument("--check", action="store_true", help="compare each launch with the reference op first")
     parser.add_argument("--outliers", type=float, default=0.0, help="fraction of keys whose scales take the exact path")
     args = parser.parse_args()

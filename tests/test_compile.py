@@ -101,3 +101,77 @@ def test_launched_kernels_leave_no_constexpr_to_default():
         parameters = inspect.signature(kernel.fn).parameters.values()
         defaulted = [p.name for p in parameters if p.default is not inspect.Parameter.empty]
         assert not defaulted, (kernel.fn.__name__, defaulted)
+
+
+
+# Run without the interpreter (under it, kernels are not JITFunctions and carry no source): the
+# scorer as Inductor's generated code holds it, and every global its helpers read, by bare name,
+# with each name that two different objects share across the helpers' modules.
+_EMIT_SCORER = """
+import json
+import triton
+from triton.language import constexpr
+from torch._inductor.codegen.wrapper import user_defined_triton_kernel_transitive_closure_source_code as emit
+from fp4_inductor.kernels import score
+
+found, clashes = {}, []
+
+def walk(fn):
+    for name in fn.fn.__code__.co_names:
+        value = fn.fn.__globals__.get(name)
+        if not isinstance(value, (triton.JITFunction, constexpr, bool, int, float, str)):
+            continue
+        if name in found:
+            if found[name] is not value:
+                clashes.append(name)
+            continue
+        found[name] = value
+        if isinstance(value, triton.JITFunction):
+            walk(value)
+
+walk(score.score_paged_kernel)
+print(json.dumps({"names": sorted(found), "clashes": clashes, "source": emit(score.score_paged_kernel)}))
+"""
+
+
+@pytest.mark.interpreter
+def test_emitted_scorer_source_scores_as_the_package(tmp_path, gen):
+    """Inductor emits a user kernel as one flat source: the kernel and every @triton.jit helper
+    and constant it reaches, each under its bare name (torch's
+    ``user_defined_triton_kernel_transitive_closure_source_code``). The scorer's helpers live in
+    four modules (score_kernel, score_math, score_tiles, ptx): no name may stand for two objects,
+    the emitted source must define every one of them, and, run by the interpreter, it must score
+    bit for bit as the package's kernel does (the fix-up pair, the one-launch form, 16 warps)."""
+    pytest.importorskip("triton")
+    import importlib.util
+    import json
+
+    from conftest import INTERPRETER
+    from helpers import run_sm90_script, scoring_case
+
+    from fp4_inductor.kernels import score
+
+    if not INTERPRETER:
+        pytest.skip("runs the emitted source through the Triton interpreter")
+    emitted = json.loads(run_sm90_script(_EMIT_SCORER).splitlines()[-1])
+    assert not emitted["clashes"], emitted["clashes"]
+    source = emitted["source"]
+    defined = set(re.findall(r"^def (\w+)\(", source, re.M)) | set(re.findall(r"^(\w+) = ", source, re.M))
+    assert len(emitted["names"]) > 30 and not set(emitted["names"]) - defined, set(emitted["names"]) - defined
+    path = tmp_path / "emitted_scorer.py"
+    path.write_text("import triton\nimport triton.language as tl\n\n\n@triton.jit\n" + source)
+    spec = importlib.util.spec_from_file_location("emitted_scorer", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    case = scoring_case(gen, "cpu", heads=32, query_lens=[2, 1, 3], seq_lens=[700, 64, 333], key_spread=5)
+    query = fp4.quantize_queries(case["q"], backend="triton")
+    layout = (case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"])
+    width = case["block_table"].shape[1] * 64
+    for tuning in ({}, {"exact": "inline"}, {"tile_pages": 4, "num_warps": 16}):
+        outs = []
+        for kernel in (score.score_paged_kernel, module.score_paged_kernel):
+            out = torch.full((case["q"].shape[0], width), float("nan"))
+            score.launch_score_paged(out, *query, *layout, case["max_query_len"], kernel=kernel, **tuning)
+            outs.append(out)
+        assert not outs[0].isnan().all()
+        assert torch.equal(outs[0].nan_to_num(7.0), outs[1].nan_to_num(7.0)), tuning

@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("triton")
 
-from fp4_inductor.kernels import score  # noqa: E402
+from fp4_inductor.kernels import ptx  # noqa: E402
 from helpers import NEEDS_SM90_TOOLS, run_sm90_script  # noqa: E402
 from ptx_emulator import Block, prmt  # noqa: E402
 
@@ -39,7 +39,7 @@ def test_emulator_knows_prmt():
 def code_tables(shift: int) -> tuple:
     """The builder's code tables for a group's fold, as key_operands makes them: its table asm
     run on the int32 fold's register bits."""
-    lo, hi, _ = Block(1, 0).run(str(score._CODE_TABLES_ASM.value), [None, None, shift])
+    lo, hi, _ = Block(1, 0).run(str(ptx.CODE_TABLES_ASM.value), [None, None, shift])
     return U(lo[0]), U(hi[0])
 
 
@@ -60,8 +60,8 @@ def test_operand_builder_matches_code_table(shift, form):
     words = np.concatenate([low | (low << U(16)), low, low << U(16),
                             rng.integers(0, 1 << 32, 1 << 16, dtype=np.uint64)])
     lo, hi = code_tables(shift)
-    asm, regs = {"bytes": (score._PRMT_ASM_BYTES, ("$2", "$3", "$7")),
-                 "words": (score._PRMT_ASM_WORDS, ("$2", "$6", "$10"))}[form]
+    asm, regs = {"bytes": (ptx.PRMT_ASM_BYTES, ("$2", "$3", "$7")),
+                 "words": (ptx.PRMT_ASM_WORDS, ("$2", "$6", "$10"))}[form]
     # Every other pack=4 copy gets a different value, so reading the wrong one fails.
     operands = {f"${i}": np.full_like(words, U(0xDEADBEEF)) for i in range(2, 14)}
     operands.update(zip(regs, (words, np.full_like(words, lo), np.full_like(words, hi))))
@@ -84,13 +84,13 @@ def mul_sat_f32(bits, factor_bits):
 def test_relu_asm_is_relu_undone_by_the_kernels_factor():
     """The epilogue's FMUL.SAT over every accumulator the folded dot can produce: operands are at
     most 12 << 3 = 96 in magnitude, so |acc| <= 128 * 96 * 96 < 2**21."""
-    asm = str(score._RELU_ASM.value)
+    asm = str(ptx.RELU_ASM.value)
     m = re.fullmatch(r"mul\.rn\.sat\.f32 \$0, \$1, 0f([0-9A-F]{8});", asm)
     assert m, asm
     acc = np.arange(-(1 << 21), 1 << 21, dtype=np.int64)
     got = mul_sat_f32(acc.astype(np.uint32), int(m.group(1), 16))
-    # The kernel multiplies the head sum back by _RELU_UNSCALE: it must undo the asm's factor.
-    unscale = float(score._RELU_UNSCALE.value)
+    # The kernel multiplies the head sum back by RELU_UNSCALE: it must undo the asm's factor.
+    unscale = float(ptx.RELU_UNSCALE.value)
     np.testing.assert_array_equal(got.astype(np.float64) * unscale, np.maximum(acc, 0).astype(np.float64))
 
 
@@ -323,7 +323,7 @@ def test_wide_hot_kernel_needs_no_register_cap(wide_hot_kernel):
 
 @pytest.mark.parametrize("rows", [1, 2])
 def test_hot_loops_keep_keys_out_of_shared_memory(hot_kernels, rows):
-    """The word-fed loads land in the dot operand's layout (``_GROUP_LAST`` picks the arrangement
+    """The word-fed loads land in the dot operand's layout (``score_tiles.GROUP_LAST`` picks the arrangement
     the installed Triton compiles so): the hot loop over tiles, next_n=1 and two-row blocks,
     holds no shared-memory load or store and no CTA barrier. With the other arrangement Triton
     converts the scales and words through shared memory, 14 loads, 12 stores and 16 CTA barriers
@@ -336,7 +336,7 @@ def test_hot_loops_keep_keys_out_of_shared_memory(hot_kernels, rows):
 
 def pingpong_step(asm: str, first_half: bool) -> tuple[str, int] | None:
     """(``sync`` or ``arrive``, barrier) that one half of the CTA runs in a ping-pong step of
-    score.py, or None."""
+    the scorer's loop (ptx.py), or None."""
     assert "mov.u32 t, %tid.x; setp.lt.u32 p, t, 256;" in asm
     both = re.search(r"selp\.u32 b, (\d), (\d), p; barrier\.(sync|arrive) b, 512;", asm)
     if both:
@@ -391,8 +391,8 @@ def run_pingpong(loops: list[int], prefer, steps: dict, cta_barriers: tuple = ()
     return dots
 
 
-PINGPONG_STEPS = {"first": score._PINGPONG_FIRST.value, "wait": score._PINGPONG_WAIT.value,
-                  "signal": score._PINGPONG_SIGNAL.value, "last": score._PINGPONG_LAST.value}
+PINGPONG_STEPS = {"first": ptx.PINGPONG_FIRST.value, "wait": ptx.PINGPONG_WAIT.value,
+                  "signal": ptx.PINGPONG_SIGNAL.value, "last": ptx.PINGPONG_LAST.value}
 SCHEDULES = {"first half": lambda rng: lambda r: r[0], "second half": lambda rng: lambda r: r[-1],
              "random": lambda rng: lambda r: r[rng.integers(len(r))]}
 

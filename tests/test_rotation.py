@@ -7,7 +7,7 @@ import torch
 import fp4_inductor as fp4
 from fp4_inductor import formats as F
 from fp4_inductor.accuracy import make_data
-from fp4_inductor.kernels.score import FOLD_LIMIT
+from fp4_inductor.kernels.score_math import FOLD_LIMIT
 from fp4_inductor.modules import FP4Indexer, ReferenceIndexer
 from fp4_inductor.reference import quantize_fp4
 

@@ -326,7 +326,7 @@ def test_word_fed_tiles_in_pairs(pairs, tile_pages, key_spread, backend_device, 
 
 @pytest.mark.parametrize("group_last", [False, True])
 def test_word_fed_loads_in_either_arrangement(group_last, backend_device, gen, monkeypatch):
-    """The word-fed loads come in two arrangements (``_GROUP_LAST``: the one each Triton version
+    """The word-fed loads come in two arrangements (``GROUP_LAST``: the one each Triton version
     compiles into the dot operand's layout); both hand the loop the same keys. Run by the
     interpreter with each, the hot and exact passes score every valid entry right (keys that
     fold and keys that do not, one-row and two-row blocks, 16 warps x 4 pages, and 4 or 8 warps
@@ -334,14 +334,14 @@ def test_word_fed_loads_in_either_arrangement(group_last, backend_device, gen, m
     keys that do not, the exact pass rescores most tiles and would hide a wrong hot pass. The
     GPU runs the arrangement its Triton compiles (test_prmt.py checks that it needs no shared
     memory)."""
-    from fp4_inductor.kernels import score
+    from fp4_inductor.kernels import score_tiles
 
     backend, device = backend_device
     if backend != "triton" or device != "cpu":
         pytest.skip("the interpreter takes either arrangement; a GPU compiles its Triton's")
     from triton.language import constexpr
 
-    monkeypatch.setattr(score, "_GROUP_LAST", constexpr(group_last))
+    monkeypatch.setattr(score_tiles, "GROUP_LAST", constexpr(group_last))
     run_programs_in_reverse(monkeypatch)
     case = scoring_case(gen, device, heads=32, query_lens=[2, 1, 1, 2], seq_lens=[700, 64, 333, 1090], key_spread=5)
     query = fp4.quantize_queries(case["q"], backend="triton")

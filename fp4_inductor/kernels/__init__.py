@@ -2,10 +2,15 @@
 interpreter switch (TRITON_INTERPRET=1) can be set before the first use."""
 
 import functools
+import re
 
 import torch
 import triton
 from torch._subclasses.fake_tensor import is_fake
+
+# Triton's (major, minor), None for a version string that does not start with them (taken as new).
+_VERSION = re.match(r"(\d+)\.(\d+)", triton.__version__)
+TRITON_VERSION = None if _VERSION is None else (int(_VERSION.group(1)), int(_VERSION.group(2)))
 
 
 def cdiv(a, b):

@@ -12,7 +12,7 @@ import triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from .score import SCHEDULE_CHUNK
+from .score_kernel import SCHEDULE_CHUNK
 
 
 def compile_scorer(kernel, rows: int, form: dict, query_float: bool = False, num_stages: int = 3,
