@@ -5,8 +5,12 @@ Per kernel: median GPU time (the call captured in a CUDA graph and replayed,
 explicit byte model and FLOP model, GB/s, TFLOP/s and % of the measured copy
 ceiling. In the same run, the peers: AMD AITER's portable Triton FP8 paged
 MQA-logits kernel (loaded by file path from an installed ``amd-aiter``, whose
-package ``__init__`` needs ROCm), plain PyTorch BF16 gather + einsum, and
+package ``__init__`` needs ROCm; it cannot be captured in a CUDA graph, so its
+GPU time is the sum of its kernels' durations from the CUDA profiler, with its
+eager median beside it), plain PyTorch BF16 gather + einsum, and
 ``torch.topk``. Needs a GPU.
+
+``--shapes BxCONTEXTxNEXT_N,...`` scores other shapes than the four targets.
 """
 
 from __future__ import annotations
@@ -34,10 +38,32 @@ def median_us(fn, rep_ms: int = 200) -> float:
 def device_us(fn, rep_ms: int = 100) -> float:
     """GPU time per call: ``fn`` captured in a CUDA graph and replayed (median). Eager calls of
     the ops cost about 250 us of host time on the H200, more than several of the kernels,
-    so eager medians would time the host."""
+    so eager medians would time the host. Triton's timer runs ``fn`` on a stream of its own, which
+    does not wait for the current one: the inputs' producers must be done first. (Without the
+    synchronize, the first scorer call at 64 x 131072 keys faulted with an illegal address in two
+    of four shape sweeps, right after building its inputs, and never with CUDA_LAUNCH_BLOCKING=1.)"""
     import triton.testing
 
+    torch.cuda.synchronize()
     return triton.testing.do_bench_cudagraph(fn, rep=rep_ms, return_mode="median") * 1e3
+
+
+def kernels_us(fn, calls: int = 20) -> float:
+    """GPU time per call as the sum of the durations of the kernels it launches, read from the
+    CUDA profiler: no host time and no gaps between kernels. For a call that cannot be captured
+    in a CUDA graph (the AITER peer), whose eager median is its host time at small shapes."""
+    from torch.autograd import DeviceType
+
+    fn()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profile:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    kernels = [e for e in profile.events() if e.device_type == DeviceType.CUDA]
+    if not kernels:
+        raise RuntimeError("kernels_us: the profiler recorded no GPU kernel")
+    return sum(e.device_time_total for e in kernels) / calls
 
 
 def copy_ceiling_gbps(device) -> float:
@@ -166,7 +192,9 @@ def bench_scoring(table: Table, requests: int, context: int, next_n: int, heads:
     flops = 2.0 * rows * heads * F.HEAD_DIM * context
     tag = f"B={requests} ctx={context} next_n={next_n}"
     us = device_us(lambda: fp4.score_paged(*args))
-    table.add(f"score_paged fp4 {tag}", us, byte_model, flops, f"floor {byte_model / table.ceiling / 1e3:.1f} us")
+    table.add(f"score_paged fp4 {tag}", us, byte_model, flops,
+              f"floor {byte_model / table.ceiling / 1e3:.1f} us; its kernels' time: "
+              f"{kernels_us(lambda: fp4.score_paged(*args)):.1f} us")
     # The higher-recall mode: the same FP4 keys, bf16 queries (256 instead of 68 bytes per row and head).
     bf16_args = (case["q"], *args[1:])
     t = device_us(lambda: fp4.score_paged(*bf16_args))
@@ -178,18 +206,21 @@ def bench_scoring(table: Table, requests: int, context: int, next_n: int, heads:
         best = None
         # The configurations that won in earlier sweeps of SplitKV 5-40 x ChunkK 64-256.
         for split, chunk in ((40, 128), (20, 128), (40, 256)):
+            call = lambda: peer(q8, kv, w, out, ctx, tokens, context, ChunkK=chunk, SplitKV=split)  # noqa: E731
             try:
-                # Eager medians: the peer faults inside CUDA-graph capture at next_n=4 (illegal
-                # address), and its host time is small next to its kernel.
-                t = median_us(lambda: peer(q8, kv, w, out, ctx, tokens, context, ChunkK=chunk, SplitKV=split))
+                # The peer faults inside CUDA-graph capture at next_n=4 (illegal address): its GPU
+                # time comes from the profiler, and its eager median (host included) beside it.
+                t = kernels_us(call)
+                eager = median_us(call)
             except Exception as exc:  # a config the peer's kernel rejects
                 print(f"  peer SplitKV={split} ChunkK={chunk}: {type(exc).__name__}")
                 continue
             if best is None or t < best[0]:
-                best = (t, split, chunk)
+                best = (t, split, chunk, eager)
         if best is not None:
             table.add(f"AITER triton fp8 peer {tag}", best[0], peer_bytes, flops,
-                      f"best of SplitKV/ChunkK: {best[1]}/{best[2]}; fp4 speedup {best[0] / us:.2f}x")
+                      f"kernel time; best of SplitKV/ChunkK: {best[1]}/{best[2]}; fp4 speedup {best[0] / us:.2f}x; "
+                      f"eager call, host included: {best[3]:.1f} us")
     if torch_peer:
         keys_bf16 = case["keys"]
         block_table = case["block_table"].long()
@@ -273,11 +304,32 @@ def bench_quantize_queries(table: Table, rows: int, heads: int, device):
     table.add(f"quantize_queries {rows}x{heads} bf16", us, rows * heads * (256 + 64) + rows * 256)
 
 
+TARGET_SHAPES = ((64, 32768, 1), (64, 32768, 2), (64, 32768, 4), (16, 131072, 2))
+
+
+def parse_shapes(text: str) -> list[tuple[int, int, int]]:
+    """Scoring shapes from ``BxCONTEXTxNEXT_N,...`` (``1x131072x1,8x32768x2``): requests, keys
+    per request (a multiple of 64, the page), rows per request."""
+    shapes = []
+    for item in text.split(","):
+        fields = item.strip().split("x")
+        if len(fields) != 3 or not all(f.isdigit() and int(f) > 0 for f in fields):
+            raise ValueError(f"--shapes: expected BxCONTEXTxNEXT_N with positive integers, got {item!r}")
+        requests, context, next_n = (int(f) for f in fields)
+        if context % F.PAGE_TOKENS:
+            raise ValueError(f"--shapes: expected a context that is a multiple of {F.PAGE_TOKENS}, got {context} in {item!r}")
+        shapes.append((requests, context, next_n))
+    return shapes
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--aiter-root", default=None, help="folder of the aiter package (default: the installed one)")
     parser.add_argument("--quick", action="store_true", help="the B=64 x 32768, next_n=2 row only")
+    parser.add_argument("--shapes", type=parse_shapes, default=None,
+                        help="scoring shapes BxCONTEXTxNEXT_N,... (default: the four target shapes)")
     parser.add_argument("--no-peers", action="store_true", help="skip the AITER and PyTorch peers")
+    parser.add_argument("--no-torch-peer", action="store_true", help="skip the PyTorch BF16 peer (slow at large shapes)")
     parser.add_argument("--only", choices=("score", "topk", "store", "step"), default=None)
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
@@ -290,10 +342,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"copy ceiling: {table.ceiling:.0f} GB/s (read + write)")
     peer = None if args.no_peers else load_aiter_fp8_peer(args.aiter_root)
     print("AITER FP8 peer:", "loaded" if peer is not None else "not used (pip install amd-aiter, or --aiter-root)")
-    shapes = [(64, 32768, 2)] if args.quick else [(64, 32768, 1), (64, 32768, 2), (64, 32768, 4), (16, 131072, 2)]
+    shapes = args.shapes or ([(64, 32768, 2)] if args.quick else TARGET_SHAPES)
     if args.only in (None, "score"):
         for requests, context, next_n in shapes:
-            bench_scoring(table, requests, context, next_n, 64, device, peer, not args.no_peers)
+            bench_scoring(table, requests, context, next_n, 64, device, peer, not (args.no_peers or args.no_torch_peer))
     if args.only in (None, "topk"):
         bench_topk(table, 64, 32768, 2048, device)
         bench_topk(table, 32, 131072, 2048, device)
