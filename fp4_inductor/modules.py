@@ -20,7 +20,8 @@ from torch import nn
 from . import formats as F
 from ._checks import INDEX_DTYPES, check_bool, check_int, check_size, check_tensor
 from .layout import allocate_merged_cache, check_cache, check_head_count, index_section
-from .ops import check_backend, check_decode_step, decode_layout, quantize_queries, score_paged, select_topk, store_keys
+from ._op_checks import check_decode_step
+from .ops import check_backend, decode_layout, quantize_queries, score_paged, select_topk, store_keys
 from .rotation import hadamard_matrix
 
 

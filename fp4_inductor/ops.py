@@ -4,7 +4,8 @@ Each op is a ``triton_op``: in eager it runs its body; under ``torch.compile``
 AOTAutograd decomposes the body, so Inductor sees the Triton kernels (through
 ``wrap_triton``) or, on the CPU, the reference's aten ops. Input checks run in
 the real body and in the fake kernel alike, so nothing invalid is traced or
-written. The public functions at the bottom are thin wrappers.
+written (the checks live in ``_op_checks``). The public functions at the bottom are thin
+wrappers.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from torch.library import triton_op
 
 from . import formats as F
 from . import reference
-from ._checks import FLOAT_DTYPES, INDEX_DTYPES, check_bool, check_int, check_size, check_tensor, describe
+from ._checks import INDEX_DTYPES, check_bool, describe
+from ._op_checks import (check_float_dtype, check_fp4_query, check_queries, check_score, check_score_bf16,
+                         check_score_out, check_store_keys, check_topk, logits_shape)
 from .layout import check_cache, check_layout_args, check_lengths, decode_layout_impl
 
 BACKENDS = ("reference", "triton", "aiter")
@@ -93,110 +96,12 @@ def resolve_backend(backend: Optional[str], device: torch.device, op: str, offer
     return backend
 
 
-# --------------------------------------------------------------------------- checks
-
-
-def _check_store_keys(keys: Tensor, cache: Tensor, slots: Tensor) -> None:
-    check_cache(cache)
-    check_tensor("keys", keys, dtypes=FLOAT_DTYPES, shape=("n", F.HEAD_DIM), device=cache.device)
-    check_tensor("slots", slots, dtypes=INDEX_DTYPES, shape=("n",), device=cache.device)
-    check_size("slots", slots, 0, keys.shape[0], "one slot per key row")
-
-
-def _check_query_heads(name: str, t: Tensor) -> None:
-    """``t`` [rows, H, ...] holds a head count the FP4 query layout takes."""
-    if t.shape[1] not in F.QUERY_HEADS:
-        raise ValueError(f"{name}: expected {F.QUERY_HEADS} heads, got {describe(t)}")
-
-
-def _check_fp4_query(payload: Tensor, scales: Tensor, names: tuple[str, str], device=None) -> None:
-    """``quantize_queries``' (payload uint8 [rows, H, 64], scales uint8 [rows, 1, 4, 16, 4]), both
-    on ``device`` (the cache's), or with the scales where the payload is."""
-    check_tensor(names[0], payload, dtypes=(torch.uint8,), shape=("rows", "heads", F.PAYLOAD_BYTES), device=device)
-    _check_query_heads(names[0], payload)
-    shape = (payload.shape[0], 1, F.GROUPS, F.QUERY_SCALE_LANES, F.QUERY_SCALE_SLOTS)
-    if device is None:
-        check_tensor(names[1], scales, dtypes=(torch.uint8,), shape=shape, device=payload.device, device_of=names[0])
-    else:
-        check_tensor(names[1], scales, dtypes=(torch.uint8,), shape=shape, device=device)
-
-
-def _check_queries(q: Tensor) -> None:
-    check_tensor("q", q, dtypes=FLOAT_DTYPES, shape=("rows", "heads", F.HEAD_DIM))
-    _check_query_heads("q", q)
-
-
-def _check_score(
-    q_payload: Tensor,
-    q_scales: Tensor,
-    cache: Tensor,
-    weights: Tensor,
-    block_table: Tensor,
-    query_starts: Tensor,
-    row_ends: Tensor,
-    max_query_len: int,
-) -> None:
-    check_cache(cache)
-    dev = cache.device
-    _check_fp4_query(q_payload, q_scales, ("query[0] (payload)", "query[1] (scales)"), device=dev)
-    rows, heads = q_payload.shape[:2]
-    _check_score_layout(rows, heads, weights, block_table, query_starts, row_ends, max_query_len, dev)
-    _check_cache_has_pages(cache, block_table)
-
-
-def _check_cache_has_pages(cache: Tensor, block_table: Tensor) -> None:
-    """A block table with entries needs a cache with pages (its entries' values stay on the device)."""
-    if cache.shape[0] == 0 and block_table.numel() > 0:
-        raise ValueError(f"cache: expected at least one page for block_table {describe(block_table)}, "
-                         f"got {describe(cache)}")
-
-
-def _check_score_bf16(
-    q: Tensor, cache: Tensor, weights: Tensor, block_table: Tensor, query_starts: Tensor, row_ends: Tensor,
-    max_query_len: int,
-) -> None:
-    check_cache(cache)
-    check_tensor("query", q, dtypes=FLOAT_DTYPES, shape=("rows", "heads", F.HEAD_DIM), device=cache.device)
-    _check_query_heads("query", q)
-    _check_score_layout(*q.shape[:2], weights, block_table, query_starts, row_ends, max_query_len, cache.device)
-    _check_cache_has_pages(cache, block_table)
-
-
-def _check_score_layout(rows, heads, weights, block_table, query_starts, row_ends, max_query_len, dev) -> None:
-    check_tensor("weights", weights, dtypes=(torch.float32,), shape=(rows, heads), device=dev)
-    check_tensor("block_table", block_table, dtypes=INDEX_DTYPES, shape=("requests", "pages_per_request"), device=dev)
-    check_tensor("query_starts", query_starts, dtypes=INDEX_DTYPES, shape=("requests + 1",), device=dev)
-    check_size("query_starts", query_starts, 0, block_table.shape[0] + 1, "requests + 1, from block_table")
-    check_tensor("row_ends", row_ends, dtypes=INDEX_DTYPES, shape=(rows,), device=dev)
-    check_int("max_query_len", max_query_len, minimum=1)
-
-
-def check_decode_step(keys, cache, slots, query, weights, block_table, query_starts, row_ends, max_query_len) -> None:
-    """Everything that ``store_keys`` and ``score_paged`` check, for a step that stores its keys and
-    then scores (``query``: unquantized [rows, H, 128]), so that bad input raises before the cache
-    is written."""
-    _check_store_keys(keys, cache, slots)
-    _check_score_bf16(query, cache, weights, block_table, query_starts, row_ends, max_query_len)
-
-
-def _logits_shape(rows: int, block_table: Tensor) -> tuple[int, int]:
-    """The scorer's output: [rows, pages_per_request * 64]."""
-    return rows, block_table.shape[1] * F.PAGE_TOKENS
-
-
-def _check_topk(logits: Tensor, row_ends: Tensor, k: int) -> None:
-    check_tensor("logits", logits, dtypes=(torch.float32,), shape=("rows", "width"))
-    check_tensor("row_ends", row_ends, dtypes=INDEX_DTYPES, shape=(logits.shape[0],), device=logits.device,
-                 device_of="logits")
-    check_int("k", k, minimum=1)
-
-
 # --------------------------------------------------------------------------- ops
 
 
 @triton_op("fp4::store_keys", mutates_args={"cache"})
 def _store_keys(keys: Tensor, cache: Tensor, slots: Tensor, backend: Optional[str] = None) -> None:
-    _check_store_keys(keys, cache, slots)
+    check_store_keys(keys, cache, slots)
     if resolve_backend(backend, cache.device, "store_keys") == "triton":
         from .kernels.quantize import launch_store_keys
 
@@ -207,12 +112,12 @@ def _store_keys(keys: Tensor, cache: Tensor, slots: Tensor, backend: Optional[st
 
 @_store_keys.register_fake
 def _store_keys_fake(keys: Tensor, cache: Tensor, slots: Tensor, backend: Optional[str] = None) -> None:
-    _check_store_keys(keys, cache, slots)
+    check_store_keys(keys, cache, slots)
 
 
 @triton_op("fp4::quantize_queries", mutates_args=())
 def _quantize_queries(q: Tensor, backend: Optional[str] = None) -> tuple[Tensor, Tensor]:
-    _check_queries(q)
+    check_queries(q)
     if resolve_backend(backend, q.device, "quantize_queries") == "triton":
         from .kernels.quantize import launch_quantize_queries
 
@@ -222,7 +127,7 @@ def _quantize_queries(q: Tensor, backend: Optional[str] = None) -> tuple[Tensor,
 
 @_quantize_queries.register_fake
 def _quantize_queries_fake(q: Tensor, backend: Optional[str] = None) -> tuple[Tensor, Tensor]:
-    _check_queries(q)
+    check_queries(q)
     rows, heads = q.shape[:2]
     payload = q.new_empty((rows, heads, F.PAYLOAD_BYTES), dtype=torch.uint8)
     scales = q.new_empty((rows, 1, F.GROUPS, F.QUERY_SCALE_LANES, F.QUERY_SCALE_SLOTS), dtype=torch.uint8)
@@ -266,7 +171,7 @@ def _score_paged_aiter_out(
 def _score_paged_aiter_out_fake(
     out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len
 ) -> None:
-    _check_score(q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len)
+    check_score(q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len)
 
 
 @triton_op("fp4::score_paged_out", mutates_args={"out"})
@@ -282,8 +187,8 @@ def _score_paged_out(
     max_query_len: int,
     backend: Optional[str] = None,
 ) -> None:
-    _check_score(q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len)
-    _check_score_out(out, q_payload, cache, block_table)
+    check_score(q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len)
+    check_score_out(out, q_payload, cache, block_table)
     which = resolve_backend(backend, cache.device, "score_paged", offers_aiter=True)
     _score_into(out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len, which)
 
@@ -292,15 +197,8 @@ def _score_paged_out(
 def _score_paged_out_fake(
     out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len, backend=None
 ) -> None:
-    _check_score(q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len)
-    _check_score_out(out, q_payload, cache, block_table)
-
-
-def _check_score_out(out: Tensor, q_payload: Tensor, cache: Tensor, block_table: Tensor) -> None:
-    check_tensor("out", out, dtypes=(torch.float32,), shape=_logits_shape(q_payload.shape[0], block_table),
-                 device=cache.device)
-    if out.stride(1) != 1:
-        raise ValueError(f"out: expected unit stride along keys, got strides {out.stride()}")
+    check_score(q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len)
+    check_score_out(out, q_payload, cache, block_table)
 
 
 @triton_op("fp4::score_paged", mutates_args=())
@@ -315,12 +213,12 @@ def _score_paged(
     max_query_len: int,
     backend: Optional[str] = None,
 ) -> Tensor:
-    _check_score(q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len)
+    check_score(q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len)
     which = resolve_backend(backend, cache.device, "score_paged", offers_aiter=True)
     if which == "reference":
         return reference.score_paged(q_payload, q_scales, cache, weights, block_table, query_starts, row_ends)
     # Entries outside the valid region are not written (SPEC section 3): no fill pass.
-    out = torch.empty(_logits_shape(q_payload.shape[0], block_table), dtype=torch.float32, device=cache.device)
+    out = torch.empty(logits_shape(q_payload.shape[0], block_table), dtype=torch.float32, device=cache.device)
     _score_into(out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len, which)
     return out
 
@@ -329,8 +227,8 @@ def _score_paged(
 def _score_paged_fake(
     q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len, backend=None
 ) -> Tensor:
-    _check_score(q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len)
-    return q_payload.new_empty(_logits_shape(q_payload.shape[0], block_table), dtype=torch.float32)
+    check_score(q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len)
+    return q_payload.new_empty(logits_shape(q_payload.shape[0], block_table), dtype=torch.float32)
 
 
 @triton_op("fp4::score_paged_bf16", mutates_args=())
@@ -344,27 +242,27 @@ def _score_paged_bf16(
     max_query_len: int,
     backend: Optional[str] = None,
 ) -> Tensor:
-    _check_score_bf16(q, cache, weights, block_table, query_starts, row_ends, max_query_len)
+    check_score_bf16(q, cache, weights, block_table, query_starts, row_ends, max_query_len)
     if resolve_backend(backend, cache.device, "score_paged_bf16") == "reference":
         return reference.score_paged_bf16(q, cache, weights, block_table, query_starts, row_ends)
     from .kernels.score import launch_score_paged
 
-    out = torch.empty(_logits_shape(q.shape[0], block_table), dtype=torch.float32, device=cache.device)
+    out = torch.empty(logits_shape(q.shape[0], block_table), dtype=torch.float32, device=cache.device)
     launch_score_paged(out, q, None, cache, weights, block_table, query_starts, row_ends, max_query_len)
     return out
 
 
 @_score_paged_bf16.register_fake
 def _score_paged_bf16_fake(q, cache, weights, block_table, query_starts, row_ends, max_query_len, backend=None):
-    _check_score_bf16(q, cache, weights, block_table, query_starts, row_ends, max_query_len)
-    return q.new_empty(_logits_shape(q.shape[0], block_table), dtype=torch.float32)
+    check_score_bf16(q, cache, weights, block_table, query_starts, row_ends, max_query_len)
+    return q.new_empty(logits_shape(q.shape[0], block_table), dtype=torch.float32)
 
 
 @triton_op("fp4::select_topk", mutates_args=())
 def _select_topk(
     logits: Tensor, row_ends: Tensor, k: int, sorted: bool = False, backend: Optional[str] = None
 ) -> tuple[Tensor, Tensor]:
-    _check_topk(logits, row_ends, k)
+    check_topk(logits, row_ends, k)
     if resolve_backend(backend, logits.device, "select_topk") == "triton":
         from .kernels.topk import launch_select_topk
 
@@ -376,7 +274,7 @@ def _select_topk(
 def _select_topk_fake(
     logits: Tensor, row_ends: Tensor, k: int, sorted: bool = False, backend: Optional[str] = None
 ) -> tuple[Tensor, Tensor]:
-    _check_topk(logits, row_ends, k)
+    check_topk(logits, row_ends, k)
     rows = logits.shape[0]
     return logits.new_empty((rows, k)), logits.new_empty((rows, k), dtype=torch.int32)
 
@@ -410,7 +308,7 @@ def store_keys(keys: Tensor, cache: Tensor, slots: Tensor, *, backend: Optional[
     Invalid shapes, dtypes, strides or devices raise before any byte is written.
     """
     if not _schema_ok(keys, cache, slots):
-        _check_store_keys(keys, cache, slots)
+        check_store_keys(keys, cache, slots)
     check_backend(backend)
     torch.ops.fp4.store_keys(keys, cache, slots, backend)
 
@@ -419,7 +317,7 @@ def quantize_queries(q: Tensor, *, backend: Optional[str] = None) -> tuple[Tenso
     """q: float [rows, H, 128], H in {16, 32, 64} -> (payload uint8 [rows, H, 64],
     scales uint8 [rows, 1, 4, 16, 4] in AITER's pre-shuffled order)."""
     if not _schema_ok(q):
-        _check_queries(q)
+        check_queries(q)
     check_backend(backend)
     return torch.ops.fp4.quantize_queries(q, backend)
 
@@ -457,7 +355,7 @@ def score_paged(
     check_backend(backend)
     if isinstance(query, Tensor) and query.is_floating_point():
         if not _schema_ok(cache, weights, block_table, query_starts, row_ends, ints=(max_query_len,)):
-            _check_score_bf16(query, cache, weights, block_table, query_starts, row_ends, max_query_len)
+            check_score_bf16(query, cache, weights, block_table, query_starts, row_ends, max_query_len)
         if out is not None:
             raise ValueError("out: the bf16-query mode returns a new tensor; pass out=None")
         return torch.ops.fp4.score_paged_bf16(query, cache, weights, block_table, query_starts, row_ends,
@@ -466,7 +364,7 @@ def score_paged(
         raise TypeError(f"query: expected (payload, scales) from quantize_queries or a float tensor "
                         f"[rows, H, 128], got {describe(query)}")
     if not _schema_ok(*query, cache, weights, block_table, query_starts, row_ends, ints=(max_query_len,)):
-        _check_score(*query, cache, weights, block_table, query_starts, row_ends, max_query_len)
+        check_score(*query, cache, weights, block_table, query_starts, row_ends, max_query_len)
     if out is not None:
         if not isinstance(out, Tensor):
             raise TypeError(f"out: expected None or a float32 tensor, got {describe(out)}")
@@ -486,7 +384,7 @@ def select_topk(
     a row is unspecified unless ``sorted=True`` (descending value, then ascending index).
     """
     if not _schema_ok(logits, row_ends, ints=(k,)):
-        _check_topk(logits, row_ends, k)
+        check_topk(logits, row_ends, k)
     check_bool("sorted", sorted)
     check_backend(backend)
     return torch.ops.fp4.select_topk(logits, row_ends, k, sorted, backend)
@@ -515,11 +413,6 @@ def decode_layout(
     return torch.ops.fp4.decode_layout(seq_lens, query_lens, num_rows, dcp_rank, dcp_world_size, interleave)
 
 
-def _check_float_dtype(dtype: object) -> None:
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(f"dtype: expected a floating torch.dtype, got {dtype!r}")
-
-
 def dequantize_pages(cache: Tensor, pages: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
     """The keys of cache pages ``pages`` (int, any shape, values in ``[0, cache pages)``),
     dequantized: ``dtype`` [..., 64, 128]. For checks and tests; not on a decode path."""
@@ -529,13 +422,13 @@ def dequantize_pages(cache: Tensor, pages: Tensor, dtype: torch.dtype = torch.fl
             f"pages: expected an int32 or int64 tensor of page ids, got {describe(pages)}")
     if pages.device != cache.device:
         raise ValueError(f"pages: expected a tensor on {cache.device} (where the cache is), got {describe(pages)}")
-    _check_float_dtype(dtype)
+    check_float_dtype(dtype)
     return reference.dequantize_pages(cache, pages, dtype)
 
 
 def dequantize_queries(payload: Tensor, scales: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
     """``quantize_queries``' (payload uint8 [rows, H, 64], scales uint8 [rows, 1, 4, 16, 4]) back
     to ``dtype`` [rows, H, 128]."""
-    _check_fp4_query(payload, scales, ("payload", "scales"))
-    _check_float_dtype(dtype)
+    check_fp4_query(payload, scales, ("payload", "scales"))
+    check_float_dtype(dtype)
     return reference.dequantize_queries(payload, scales, dtype)

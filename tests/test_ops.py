@@ -141,7 +141,7 @@ def test_valid_calls_check_once(gen, monkeypatch):
             return check(*args)
         monkeypatch.setattr(ops, name, wrapper)
 
-    for name in ("_check_store_keys", "_check_queries", "_check_score", "_check_score_bf16", "_check_topk"):
+    for name in ("check_store_keys", "check_queries", "check_score", "check_score_bf16", "check_topk"):
         counted(name)
     _, cache, keys, slots = store_case(gen)
     fp4.store_keys(keys, cache, slots)
@@ -151,8 +151,8 @@ def test_valid_calls_check_once(gen, monkeypatch):
     fp4.score_paged(query, *args, out=torch.empty_like(logits))
     fp4.score_paged(case["q"], *args)
     fp4.select_topk(logits, case["row_ends"], 4)
-    assert calls == {"_check_store_keys": 1, "_check_queries": 1, "_check_score": 2, "_check_score_bf16": 1,
-                     "_check_topk": 1}
+    assert calls == {"check_store_keys": 1, "check_queries": 1, "check_score": 2, "check_score_bf16": 1,
+                     "check_topk": 1}
 
 
 def test_wrappers_name_arguments_of_the_wrong_type(gen):

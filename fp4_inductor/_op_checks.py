@@ -1,0 +1,119 @@
+"""The ops' argument checks: each raises ValueError or TypeError naming the argument, what was
+expected and what came, before anything is written. ``ops`` runs them in the real op bodies and
+in the fake kernels alike."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from . import formats as F
+from ._checks import FLOAT_DTYPES, INDEX_DTYPES, check_int, check_size, check_tensor, describe
+from .layout import check_cache
+
+
+def check_store_keys(keys: Tensor, cache: Tensor, slots: Tensor) -> None:
+    check_cache(cache)
+    check_tensor("keys", keys, dtypes=FLOAT_DTYPES, shape=("n", F.HEAD_DIM), device=cache.device)
+    check_tensor("slots", slots, dtypes=INDEX_DTYPES, shape=("n",), device=cache.device)
+    check_size("slots", slots, 0, keys.shape[0], "one slot per key row")
+
+
+def check_query_heads(name: str, t: Tensor) -> None:
+    """``t`` [rows, H, ...] holds a head count the FP4 query layout takes."""
+    if t.shape[1] not in F.QUERY_HEADS:
+        raise ValueError(f"{name}: expected {F.QUERY_HEADS} heads, got {describe(t)}")
+
+
+def check_fp4_query(payload: Tensor, scales: Tensor, names: tuple[str, str], device=None) -> None:
+    """``quantize_queries``' (payload uint8 [rows, H, 64], scales uint8 [rows, 1, 4, 16, 4]), both
+    on ``device`` (the cache's), or with the scales where the payload is."""
+    check_tensor(names[0], payload, dtypes=(torch.uint8,), shape=("rows", "heads", F.PAYLOAD_BYTES), device=device)
+    check_query_heads(names[0], payload)
+    shape = (payload.shape[0], 1, F.GROUPS, F.QUERY_SCALE_LANES, F.QUERY_SCALE_SLOTS)
+    if device is None:
+        check_tensor(names[1], scales, dtypes=(torch.uint8,), shape=shape, device=payload.device, device_of=names[0])
+    else:
+        check_tensor(names[1], scales, dtypes=(torch.uint8,), shape=shape, device=device)
+
+
+def check_queries(q: Tensor) -> None:
+    check_tensor("q", q, dtypes=FLOAT_DTYPES, shape=("rows", "heads", F.HEAD_DIM))
+    check_query_heads("q", q)
+
+
+def check_score(
+    q_payload: Tensor,
+    q_scales: Tensor,
+    cache: Tensor,
+    weights: Tensor,
+    block_table: Tensor,
+    query_starts: Tensor,
+    row_ends: Tensor,
+    max_query_len: int,
+) -> None:
+    check_cache(cache)
+    dev = cache.device
+    check_fp4_query(q_payload, q_scales, ("query[0] (payload)", "query[1] (scales)"), device=dev)
+    rows, heads = q_payload.shape[:2]
+    check_score_layout(rows, heads, weights, block_table, query_starts, row_ends, max_query_len, dev)
+    check_cache_has_pages(cache, block_table)
+
+
+def check_cache_has_pages(cache: Tensor, block_table: Tensor) -> None:
+    """A block table with entries needs a cache with pages (its entries' values stay on the device)."""
+    if cache.shape[0] == 0 and block_table.numel() > 0:
+        raise ValueError(f"cache: expected at least one page for block_table {describe(block_table)}, "
+                         f"got {describe(cache)}")
+
+
+def check_score_bf16(
+    q: Tensor, cache: Tensor, weights: Tensor, block_table: Tensor, query_starts: Tensor, row_ends: Tensor,
+    max_query_len: int,
+) -> None:
+    check_cache(cache)
+    check_tensor("query", q, dtypes=FLOAT_DTYPES, shape=("rows", "heads", F.HEAD_DIM), device=cache.device)
+    check_query_heads("query", q)
+    check_score_layout(*q.shape[:2], weights, block_table, query_starts, row_ends, max_query_len, cache.device)
+    check_cache_has_pages(cache, block_table)
+
+
+def check_score_layout(rows, heads, weights, block_table, query_starts, row_ends, max_query_len, dev) -> None:
+    check_tensor("weights", weights, dtypes=(torch.float32,), shape=(rows, heads), device=dev)
+    check_tensor("block_table", block_table, dtypes=INDEX_DTYPES, shape=("requests", "pages_per_request"), device=dev)
+    check_tensor("query_starts", query_starts, dtypes=INDEX_DTYPES, shape=("requests + 1",), device=dev)
+    check_size("query_starts", query_starts, 0, block_table.shape[0] + 1, "requests + 1, from block_table")
+    check_tensor("row_ends", row_ends, dtypes=INDEX_DTYPES, shape=(rows,), device=dev)
+    check_int("max_query_len", max_query_len, minimum=1)
+
+
+def check_decode_step(keys, cache, slots, query, weights, block_table, query_starts, row_ends, max_query_len) -> None:
+    """Everything that ``store_keys`` and ``score_paged`` check, for a step that stores its keys and
+    then scores (``query``: unquantized [rows, H, 128]), so that bad input raises before the cache
+    is written."""
+    check_store_keys(keys, cache, slots)
+    check_score_bf16(query, cache, weights, block_table, query_starts, row_ends, max_query_len)
+
+
+def logits_shape(rows: int, block_table: Tensor) -> tuple[int, int]:
+    """The scorer's output: [rows, pages_per_request * 64]."""
+    return rows, block_table.shape[1] * F.PAGE_TOKENS
+
+
+def check_topk(logits: Tensor, row_ends: Tensor, k: int) -> None:
+    check_tensor("logits", logits, dtypes=(torch.float32,), shape=("rows", "width"))
+    check_tensor("row_ends", row_ends, dtypes=INDEX_DTYPES, shape=(logits.shape[0],), device=logits.device,
+                 device_of="logits")
+    check_int("k", k, minimum=1)
+
+
+def check_score_out(out: Tensor, q_payload: Tensor, cache: Tensor, block_table: Tensor) -> None:
+    check_tensor("out", out, dtypes=(torch.float32,), shape=logits_shape(q_payload.shape[0], block_table),
+                 device=cache.device)
+    if out.stride(1) != 1:
+        raise ValueError(f"out: expected unit stride along keys, got strides {out.stride()}")
+
+
+def check_float_dtype(dtype: object) -> None:
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype: expected a floating torch.dtype, got {dtype!r}")
