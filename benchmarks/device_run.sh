@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One run on the GPU machine (at most 600 s): `tests` runs the GPU tests on a cold Inductor cache (about
-# 330-360 s on the H200 with 163 tests; says so when its time limit cuts the suite off);
+# 400 s on the H200 with 190 tests; says so when its time limit cuts the suite off);
 # `bench` the benchmark table (GPU times of CUDA-graph replays) with the AITER peer from
-# .peer/aiter. Logs go to $OUT.
+# .peer/aiter; `sweep` scoring at 25 shapes (1-64 requests x 8K-128K keys) against that peer
+# (about 50 s warm, 180 s on a cold Triton cache). Logs go to $OUT.
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp}
 export TORCHINDUCTOR_CACHE_DIR=$(mktemp -d)
@@ -20,5 +21,11 @@ bench)
     timeout 60 python3 -m fp4_inductor.bench --only $part > "$OUT/bench_$part.log" 2>&1
   done
   grep -hE "^\| [a-zA-Z]" "$OUT"/bench_*.log | grep -v "^| case"
+  ;;
+sweep)
+  shapes=$(for b in 1 4 16 64; do for c in 8192 32768 131072; do for n in 1 2; do printf "%sx%sx%s," $b $c $n; done; done; done)
+  timeout 500 python3 -m fp4_inductor.bench --only score --no-torch-peer --aiter-root .peer/aiter \
+    --shapes "${shapes}64x32768x4" > "$OUT/bench_sweep.log" 2>&1
+  grep -E "^\| (score_paged fp4 B|AITER)" "$OUT/bench_sweep.log"
   ;;
 esac

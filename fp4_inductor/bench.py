@@ -49,8 +49,8 @@ def device_us(fn, rep_ms: int = 100) -> float:
 
 
 def kernels_us(fn, calls: int = 20) -> float:
-    """GPU time per call as the sum of the durations of the kernels it launches, read from the
-    CUDA profiler: no host time and no gaps between kernels. For a call that cannot be captured
+    """GPU time per call as the sum of the durations of the kernels (and any copies or memsets) it
+    launches, read from the CUDA profiler: no host time and no gaps between them. For a call that cannot be captured
     in a CUDA graph (the AITER peer), whose eager median is its host time at small shapes."""
     from torch.autograd import DeviceType
 
@@ -325,13 +325,21 @@ def parse_shapes(text: str) -> list[tuple[int, int, int]]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--aiter-root", default=None, help="folder of the aiter package (default: the installed one)")
-    parser.add_argument("--quick", action="store_true", help="the B=64 x 32768, next_n=2 row only")
-    parser.add_argument("--shapes", type=parse_shapes, default=None,
-                        help="scoring shapes BxCONTEXTxNEXT_N,... (default: the four target shapes)")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--quick", action="store_true", help="the B=64 x 32768, next_n=2 row only")
+    which.add_argument("--shapes", default=None,
+                       help="scoring shapes BxCONTEXTxNEXT_N,... (default: the four target shapes)")
     parser.add_argument("--no-peers", action="store_true", help="skip the AITER and PyTorch peers")
     parser.add_argument("--no-torch-peer", action="store_true", help="skip the PyTorch BF16 peer (slow at large shapes)")
     parser.add_argument("--only", choices=("score", "topk", "store", "step"), default=None)
     args = parser.parse_args(argv)
+    if args.shapes is not None:
+        if args.only not in (None, "score"):
+            parser.error(f"--shapes: scoring shapes, expected with --only score or without --only, got --only {args.only}")
+        try:
+            args.shapes = parse_shapes(args.shapes)
+        except ValueError as exc:
+            parser.error(str(exc))
     if not torch.cuda.is_available():
         raise SystemExit("fp4_inductor.bench needs a CUDA or ROCm GPU")
     import triton

@@ -17,3 +17,15 @@ def test_bad_shapes_name_what_came(text, named):
     with pytest.raises(ValueError, match="--shapes") as error:
         parse_shapes(text)
     assert named in str(error.value)
+
+
+@pytest.mark.parametrize("argv, named", [(["--shapes", "4x100x1"], "multiple of 64"),
+                                         (["--shapes", "4x64x1", "--only", "topk"], "--only topk"),
+                                         (["--shapes", "4x64x1", "--quick"], "not allowed with")])
+def test_command_line_names_bad_shapes(argv, named, capsys):
+    """The command line reports what was wrong with --shapes before it looks for a GPU."""
+    from fp4_inductor.bench import main
+
+    with pytest.raises(SystemExit):
+        main(argv)
+    assert named in capsys.readouterr().err

@@ -141,7 +141,8 @@ def test_emitted_scorer_source_scores_as_the_package(tmp_path, gen):
     ``user_defined_triton_kernel_transitive_closure_source_code``). The scorer's helpers live in
     four modules (score_kernel, score_math, score_tiles, ptx): no name may stand for two objects,
     the emitted source must define every one of them, and, run by the interpreter, it must score
-    bit for bit as the package's kernel does (the fix-up pair, the one-launch form, 16 warps)."""
+    bit for bit as the package's kernel does (the fix-up pair at one and two rows, the one-launch
+    form)."""
     pytest.importorskip("triton")
     import importlib.util
     import json
@@ -163,15 +164,20 @@ def test_emitted_scorer_source_scores_as_the_package(tmp_path, gen):
     spec = importlib.util.spec_from_file_location("emitted_scorer", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    case = scoring_case(gen, "cpu", heads=32, query_lens=[2, 1, 3], seq_lens=[700, 64, 333], key_spread=5)
-    query = fp4.quantize_queries(case["q"], backend="triton")
-    layout = (case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"])
-    width = case["block_table"].shape[1] * 64
-    for tuning in ({}, {"exact": "inline"}, {"tile_pages": 4, "num_warps": 16}):
-        outs = []
-        for kernel in (score.score_paged_kernel, module.score_paged_kernel):
-            out = torch.full((case["q"].shape[0], width), float("nan"))
-            score.launch_score_paged(out, *query, *layout, case["max_query_len"], kernel=kernel, **tuning)
-            outs.append(out)
-        assert not outs[0].isnan().all()
-        assert torch.equal(outs[0].nan_to_num(7.0), outs[1].nan_to_num(7.0)), tuning
+    # Verify rows at 32 heads (the two-row kernel, tiles in pairs; the one-launch form), and one
+    # row per request at 64 heads (the 16-warp kernel, its first tile early, as at next_n=1).
+    runs = ((dict(heads=32, query_lens=[2, 1, 3], seq_lens=[700, 64, 333]), ({}, {"exact": "inline"})),
+            (dict(heads=64, query_lens=[1, 1], seq_lens=[900, 333]), ({},)))
+    for spec, tunings in runs:
+        case = scoring_case(gen, "cpu", key_spread=5, **spec)
+        query = fp4.quantize_queries(case["q"], backend="triton")
+        layout = (case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"])
+        width = case["block_table"].shape[1] * 64
+        for tuning in tunings:
+            outs = []
+            for kernel in (score.score_paged_kernel, module.score_paged_kernel):
+                out = torch.full((case["q"].shape[0], width), float("nan"))
+                score.launch_score_paged(out, *query, *layout, case["max_query_len"], kernel=kernel, **tuning)
+                outs.append(out)
+            assert not outs[0].isnan().all()
+            assert torch.equal(outs[0].nan_to_num(7.0), outs[1].nan_to_num(7.0)), (spec, tuning)
