@@ -104,19 +104,17 @@ def test_launched_kernels_leave_no_constexpr_to_default():
 
 
 
-# Run without the interpreter (under it, kernels are not JITFunctions and carry no source): the
-# scorer as Inductor's generated code holds it, and every global its helpers read, by bare name,
-# with each name that two different objects share across the helpers' modules.
-_EMIT_SCORER = """
+# Run without the interpreter (under it, kernels are not JITFunctions and carry no source): each
+# launched kernel as Inductor's generated code holds it, and every global its helpers read, by
+# bare name, with each name that two different objects share across the helpers' modules.
+_EMIT_KERNELS = """
 import json
 import triton
 from triton.language import constexpr
 from torch._inductor.codegen.wrapper import user_defined_triton_kernel_transitive_closure_source_code as emit
-from fp4_inductor.kernels import score
+from fp4_inductor.kernels import quantize, score, topk
 
-found, clashes = {}, []
-
-def walk(fn):
+def walk(fn, found, clashes):
     for name in fn.fn.__code__.co_names:
         value = fn.fn.__globals__.get(name)
         if not isinstance(value, (triton.JITFunction, constexpr, bool, int, float, str)):
@@ -127,43 +125,67 @@ def walk(fn):
             continue
         found[name] = value
         if isinstance(value, triton.JITFunction):
-            walk(value)
+            walk(value, found, clashes)
 
-walk(score.score_paged_kernel)
-print(json.dumps({"names": sorted(found), "clashes": clashes, "source": emit(score.score_paged_kernel)}))
+result = {}
+for kernel in (score.score_paged_kernel, topk.topk_segment_kernel, quantize.store_keys_kernel,
+               quantize.quantize_queries_kernel):
+    found, clashes = {}, []
+    walk(kernel, found, clashes)
+    result[kernel.fn.__name__] = {"names": sorted(found), "clashes": clashes, "source": emit(kernel)}
+print(json.dumps(result))
 """
 
 
-@pytest.mark.interpreter
-def test_emitted_scorer_source_scores_as_the_package(tmp_path, gen):
-    """Inductor emits a user kernel as one flat source: the kernel and every @triton.jit helper
-    and constant it reaches, each under its bare name (torch's
-    ``user_defined_triton_kernel_transitive_closure_source_code``). The scorer's helpers live in
-    four modules (score_kernel, score_math, score_tiles, ptx): no name may stand for two objects,
-    the emitted source must define every one of them, and, run by the interpreter, it must score
-    bit for bit as the package's kernel does (the fix-up pair at one and two rows, the one-launch
-    form)."""
+@pytest.fixture(scope="module")
+def emitted_kernels(tmp_path_factory):
+    """Each launched kernel's source as Inductor emits it: ``{name: (names it reads, names bound to
+    two objects, the module made of its source)}``."""
     pytest.importorskip("triton")
     import importlib.util
     import json
 
     from conftest import INTERPRETER
-    from helpers import run_sm90_script, scoring_case
+    from helpers import run_sm90_script
+
+    if not INTERPRETER:
+        pytest.skip("runs the emitted sources through the Triton interpreter")
+    emitted = {}
+    for name, found in json.loads(run_sm90_script(_EMIT_KERNELS).splitlines()[-1]).items():
+        path = tmp_path_factory.mktemp("emitted") / f"emitted_{name}.py"
+        path.write_text("import triton\nimport triton.language as tl\n\n\n@triton.jit\n" + found["source"])
+        spec = importlib.util.spec_from_file_location(f"emitted_{name}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        emitted[name] = (found["names"], found["clashes"], found["source"], module)
+    return emitted
+
+
+@pytest.mark.interpreter
+def test_emitted_kernels_define_every_name_once(emitted_kernels):
+    """Inductor emits a user kernel as one flat source: the kernel and every @triton.jit helper
+    and constant it reaches, each under its bare name (torch's
+    ``user_defined_triton_kernel_transitive_closure_source_code``). The helpers live in several
+    modules (the scorer's in score_kernel, score_math, score_tiles and ptx; top-k's in
+    topk_search): no name may stand for two objects, and the emitted source must define each."""
+    assert set(emitted_kernels) == {"score_paged_kernel", "topk_segment_kernel", "store_keys_kernel",
+                                    "quantize_queries_kernel"}
+    for kernel, (names, clashes, source, _) in emitted_kernels.items():
+        defined = set(re.findall(r"^def (\w+)\(", source, re.M)) | set(re.findall(r"^(\w+) = ", source, re.M))
+        assert not clashes, (kernel, clashes)
+        assert not set(names) - defined, (kernel, set(names) - defined)
+    assert len(emitted_kernels["score_paged_kernel"][0]) > 30
+
+
+@pytest.mark.interpreter
+def test_emitted_scorer_scores_as_the_package(emitted_kernels, gen):
+    """The scorer's emitted source, run by the interpreter, scores bit for bit as the package's
+    kernel does: the fix-up pair at one and two rows, the one-launch form."""
+    from helpers import scoring_case
 
     from fp4_inductor.kernels import score
 
-    if not INTERPRETER:
-        pytest.skip("runs the emitted source through the Triton interpreter")
-    emitted = json.loads(run_sm90_script(_EMIT_SCORER).splitlines()[-1])
-    assert not emitted["clashes"], emitted["clashes"]
-    source = emitted["source"]
-    defined = set(re.findall(r"^def (\w+)\(", source, re.M)) | set(re.findall(r"^(\w+) = ", source, re.M))
-    assert len(emitted["names"]) > 30 and not set(emitted["names"]) - defined, set(emitted["names"]) - defined
-    path = tmp_path / "emitted_scorer.py"
-    path.write_text("import triton\nimport triton.language as tl\n\n\n@triton.jit\n" + source)
-    spec = importlib.util.spec_from_file_location("emitted_scorer", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = emitted_kernels["score_paged_kernel"][3]
     # Verify rows at 32 heads (the two-row kernel, tiles in pairs; the one-launch form), and one
     # row per request at 64 heads (the 16-warp kernel, its first tile early, as at next_n=1).
     runs = ((dict(heads=32, query_lens=[2, 1, 3], seq_lens=[700, 64, 333]), ({}, {"exact": "inline"})),
@@ -181,3 +203,18 @@ def test_emitted_scorer_source_scores_as_the_package(tmp_path, gen):
                 outs.append(out)
             assert not outs[0].isnan().all()
             assert torch.equal(outs[0].nan_to_num(7.0), outs[1].nan_to_num(7.0)), (spec, tuning)
+
+
+@pytest.mark.interpreter
+def test_emitted_topk_selects_as_the_package(emitted_kernels, gen, monkeypatch):
+    """Top-k's emitted source, run by the interpreter, selects what the package's kernel does:
+    rows wider than a segment (a candidate pass after it), ragged ends."""
+    from fp4_inductor.kernels import topk
+
+    logits = torch.randn(5, 1500, generator=gen)
+    row_ends = torch.tensor([1500, 7, 900, 0, 1333], dtype=torch.int32)
+    package = topk.launch_select_topk(logits, row_ends, 40, True, segment=512)
+    monkeypatch.setattr(topk, "topk_segment_kernel", emitted_kernels["topk_segment_kernel"][3].topk_segment_kernel)
+    emitted = topk.launch_select_topk(logits, row_ends, 40, True, segment=512)
+    assert torch.equal(package[1], emitted[1]) and torch.equal(package[0].nan_to_num(7.0), emitted[0].nan_to_num(7.0))
+    assert (package[1] >= 0).sum() == 40 * 3 + 7

@@ -1,6 +1,7 @@
-"""select_topk's shared-memory search steps (``_SMEM_ZERO``, ``_SMEM_ADD``, ``_SMEM_SEARCH``) run on
-the CPU through the PTX emulator of one thread block (tests/ptx_emulator.py: lockstep threads,
-shared memory as 32-bit words, ``shfl.sync.down`` within warps of 32). First the radix search is
+"""select_topk's shared-memory search steps (``topk_search``'s ``SMEM_ZERO``, ``SMEM_ADD``,
+``SMEM_SEARCH``) run on the CPU through the PTX emulator of one thread block
+(tests/ptx_emulator.py: lockstep threads, shared memory as 32-bit words, ``shfl.sync.down``
+within warps of 32). First the radix search is
 driven around the steps in Python and its threshold checked against a sort, for 1 to 16 warps
 and 5- to 8-bit digits; then the Triton interpreter runs the whole kernel's GPU path
 (``smem=True``) with the steps emulated, against the reference selection. On its own the
@@ -12,7 +13,7 @@ import pytest
 
 pytest.importorskip("triton")
 
-from fp4_inductor.kernels import topk  # noqa: E402
+from fp4_inductor.kernels import topk, topk_search  # noqa: E402
 from ptx_emulator import Block  # noqa: E402
 
 def search(keys: np.ndarray, k: int, threads: int, radix_bits: int):
@@ -25,7 +26,7 @@ def search(keys: np.ndarray, k: int, threads: int, radix_bits: int):
     grid = keys.reshape(-1, threads).astype(np.int64)
     valid = keys[keys != 0]
     lo, top = int(valid.min()), int(valid.max())
-    base, *_ = block.run(topk._SMEM_ZERO.value, [None, 0, bins, 8 * threads])
+    base, *_ = block.run(topk_search.SMEM_ZERO.value, [None, 0, bins, 8 * threads])
     assert not block.trapped
     span = top - lo
     shift = max(int(np.frexp(np.float32(span))[1]) - radix_bits, 0) if span else 0
@@ -33,9 +34,9 @@ def search(keys: np.ndarray, k: int, threads: int, radix_bits: int):
     while True:
         token = np.zeros(threads, dtype=np.int64)
         for row in grid:
-            added, *_ = block.run(topk._SMEM_ADD.value, [None, row, lo, top, shift, base])
+            added, *_ = block.run(topk_search.SMEM_ADD.value, [None, row, lo, top, shift, base])
             token += added
-        chosen, above, at, base = block.run(topk._SMEM_SEARCH.value, [None] * 4 + [need, token, bins, base])[:4]
+        chosen, above, at, base = block.run(topk_search.SMEM_SEARCH.value, [None] * 4 + [need, token, bins, base])[:4]
         for value in (chosen, above, at, base):
             assert (value == value[0]).all(), "the search's outcome differs between threads"
         need = need - above
@@ -83,7 +84,7 @@ def test_shared_search_steps_find_the_threshold(threads, radix_bits, kind, gen):
 def test_zero_step_traps_without_room_for_the_region():
     """A launch whose shared memory cannot hold the gather's buffer and the region traps."""
     block = Block(512, 4096)
-    block.run(topk._SMEM_ZERO.value, [None, 0, 256, 8 * 512])
+    block.run(topk_search.SMEM_ZERO.value, [None, 0, 256, 8 * 512])
     assert block.trapped
 
 
