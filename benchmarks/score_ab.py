@@ -16,7 +16,7 @@ import torch
 from score_variants import load_variant, parse_tuning
 
 import fp4_inductor as fp4
-from fp4_inductor.bench import build_scoring_case, device_us
+from fp4_inductor.bench import build_scoring_case, device_us, parse_shapes
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
@@ -31,8 +31,8 @@ if __name__ == "__main__":
         modules[spec] = load_variant(None if path == "shipped" else path)
         tunings[spec] = parse_tuning(tuned, ",")
     table = []
-    for shape in args.shapes.split(","):
-        requests, context, next_n = (int(v) for v in shape.split("x"))
+    for requests, context, next_n in parse_shapes(args.shapes):
+        shape = f"{requests}x{context}x{next_n}"
         case = build_scoring_case(requests, context, next_n, 64, torch.device("cuda"), outliers=args.outliers)
         query = fp4.quantize_queries(case["q"])
         out = torch.empty(requests * next_n, context, device="cuda")

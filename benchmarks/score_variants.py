@@ -14,7 +14,7 @@ import os
 import torch
 
 import fp4_inductor as fp4
-from fp4_inductor.bench import build_scoring_case, device_us
+from fp4_inductor.bench import build_scoring_case, device_us, parse_shapes
 
 
 def load_variant(path):
@@ -92,6 +92,6 @@ if __name__ == "__main__":
     args = parser.parse_args()
     launch = load_variant(args.module).launch_score_paged
     space = {k: [tuning_value(v) for v in vals.split(",")] for k, vals in (item.split("=") for item in args.grid.split(";"))}
-    summary = [run_shape(launch, *(int(v) for v in shape.split("x")), space, args.check, args.outliers) for shape in args.shapes.split(",")]
+    summary = [run_shape(launch, *shape, space, args.check, args.outliers) for shape in parse_shapes(args.shapes)]
     print()
     print("\n".join(summary))

@@ -50,8 +50,9 @@ def device_us(fn, rep_ms: int = 100) -> float:
 
 def kernels_us(fn, calls: int = 20) -> float:
     """GPU time per call as the sum of the durations of the kernels (and any copies or memsets) it
-    launches, read from the CUDA profiler: no host time and no gaps between them. For a call that cannot be captured
-    in a CUDA graph (the AITER peer), whose eager median is its host time at small shapes."""
+    launches, read from the CUDA profiler: no host time and no gaps between them. For a call that
+    cannot be captured in a CUDA graph (the AITER peer), whose eager median is its host time at
+    small shapes."""
     from torch.autograd import DeviceType
 
     fn()
@@ -191,10 +192,10 @@ def bench_scoring(table: Table, requests: int, context: int, next_n: int, heads:
     byte_model = keys * KEY_BYTES + rows * context * 4 + rows * heads * (64 + 4 + 4)
     flops = 2.0 * rows * heads * F.HEAD_DIM * context
     tag = f"B={requests} ctx={context} next_n={next_n}"
-    us = device_us(lambda: fp4.score_paged(*args))
+    call = lambda: fp4.score_paged(*args)  # noqa: E731
+    us = device_us(call)
     table.add(f"score_paged fp4 {tag}", us, byte_model, flops,
-              f"floor {byte_model / table.ceiling / 1e3:.1f} us; its kernels' time: "
-              f"{kernels_us(lambda: fp4.score_paged(*args)):.1f} us")
+              f"floor {byte_model / table.ceiling / 1e3:.1f} us; its kernels' time: {kernels_us(call):.1f} us")
     # The higher-recall mode: the same FP4 keys, bf16 queries (256 instead of 68 bytes per row and head).
     bf16_args = (case["q"], *args[1:])
     t = device_us(lambda: fp4.score_paged(*bf16_args))

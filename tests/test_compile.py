@@ -103,7 +103,6 @@ def test_launched_kernels_leave_no_constexpr_to_default():
         assert not defaulted, (kernel.fn.__name__, defaulted)
 
 
-
 # Run without the interpreter (under it, kernels are not JITFunctions and carry no source): each
 # launched kernel as Inductor's generated code holds it, and every global its helpers read, by
 # bare name, with each name that two different objects share across the helpers' modules.
@@ -140,7 +139,7 @@ print(json.dumps(result))
 @pytest.fixture(scope="module")
 def emitted_kernels(tmp_path_factory):
     """Each launched kernel's source as Inductor emits it: ``{name: (names it reads, names bound to
-    two objects, the module made of its source)}``."""
+    two objects, the source, the module made of it)}``."""
     pytest.importorskip("triton")
     import importlib.util
     import json
