@@ -7,9 +7,12 @@ A Triton wheel carries ptxas and cuobjdump, so the H200's code can be read anywh
     /tmp/t36/bin/python benchmarks/compile_sm90.py TAG,ROWS,TILE_PAGES,WARPS [...]
 
 Writes /tmp/sm90/TAG.{ttgir,ptx,sass}. QF=1 compiles the bf16-query mode; MAXNREG=n caps
-registers, MODE=1/2 the fix-up pair's launches as the launcher makes them, PAIRS=0/1 the word-fed loop's
-tiles in pairs (default: launch_plan's for the rows, as the launcher takes it), STAGES=n Triton's num_stages (3). Used to check that a refactor leaves the compiled kernel byte-identical (diff the
-SASS without its encoding lines) and to count instructions per tile before a device run.
+registers, MODE=1/2 the fix-up pair's launches as the launcher makes them, PAIRS=0/1 the
+word-fed loop's tiles in pairs (default: launch_plan's for the rows, as the launcher takes it),
+STAGES=n Triton's num_stages (3), CHUNK=n the schedule's step (default: the launcher's at a
+large batch, score.schedule_chunk). Used to check that a refactor leaves the compiled kernel
+byte-identical (diff the SASS without its encoding lines) and to count instructions per tile
+before a device run.
 """
 
 import os
@@ -37,6 +40,8 @@ def compile_one(tag: str, rows: int, tile: int, warps: int, stages: int = 3) -> 
     _, _, _, pairs, split, setup = launch_plan(word_fed, rows * 64, {"tile_pages": tile, "num_warps": warps})  # as the launcher
     pairs = os.environ.get("PAIRS", str(int(pairs))) == "1"
     form = launch_forms(exact, True, word_fed, tile, warps, pairs, split, setup)[max(mode - 1, 0)]
+    if os.environ.get("CHUNK"):
+        form = dict(form, CHUNK=int(os.environ["CHUNK"]))
     compiled = compile_scorer(score.score_paged_kernel, rows, form, query_float=query_float, num_stages=stages,
                               maxnreg=int(os.environ.get("MAXNREG", 0)) or None)
     os.makedirs(OUT, exist_ok=True)

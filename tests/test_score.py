@@ -92,7 +92,7 @@ def check_against_float64(case, backend, device, query=None):
 
 @pytest.mark.parametrize("most_rows", [1, 3])
 def test_shares_cross_requests(most_rows, backend_device, gen, monkeypatch):
-    """The in-kernel schedule: more requests than one step of it takes (128), short and empty
+    """The in-kernel schedule: more requests than one step of it takes (at most 128), short and empty
     ones first and longer ones after, so the equal shares of all requests' pages start and end
     inside requests, one program scores several, and the interpreter's last share starts past
     request 128. Every valid entry written once and right, nothing else touched; one-row blocks
@@ -380,6 +380,36 @@ def test_exact_pass_on_more_programs(split, setup, query_kind, backend_device, g
         one_row = scoring_case(gen, device, heads=64, query_lens=[1] * 6, seq_lens=[530, 1024, 77, 0, 2000, 64])
         check_launch(one_row, fp4.quantize_queries(one_row["q"], backend="triton"), device, exact_split=split,
                      setup_units=setup)
+
+
+@pytest.mark.parametrize("chunk", [1, 8])
+def test_schedule_in_steps(chunk, backend_device, gen, monkeypatch):
+    """The in-kernel schedule reads the requests ``chunk`` at a time (``schedule_chunk``: 32 to
+    128 by launch form and batch); the step changes how the shares are computed, not which pages
+    they hold. Twenty ragged requests (two empty, one- and two-row blocks, keys that fold and keys
+    that do not), in steps of one request and of eight (a last step past the batch's end), and
+    with the step the launcher picks: every valid entry right, nothing else written."""
+    backend, device = backend_device
+    if backend != "triton":
+        pytest.skip("a launch form of the Triton kernel")
+    if device == "cpu":
+        run_programs_in_reverse(monkeypatch)
+    seq_lens = torch.randint(1, 400, (20,), generator=gen)
+    seq_lens[[2, 11]] = 0
+    for query_lens in ([1] * 20, torch.randint(1, 3, (20,), generator=gen).tolist()):
+        case = scoring_case(gen, device, heads=64, query_lens=query_lens, seq_lens=seq_lens.tolist(), key_spread=4)
+        query = fp4.quantize_queries(case["q"], backend="triton")
+        check_launch(case, query, device, chunk=chunk, setup_units=2)
+
+
+def test_schedule_chunk_by_form_and_batch():
+    """The schedule's step as measured best (docs/benchmarks.md): 32 for the two-row kernel, 32
+    up to eight requests and 64 above for the 16-warp one, 128 for the byte-fed forms."""
+    from fp4_inductor.kernels.score import schedule_chunk
+
+    assert [schedule_chunk(True, 16, b) for b in (1, 8, 9, 64, 4096)] == [32, 32, 64, 64, 64]
+    assert [schedule_chunk(True, 8, b) for b in (1, 64, 4096)] == [32, 32, 32]
+    assert [schedule_chunk(False, 4, b) for b in (1, 64)] == [128, 128]
 
 
 def test_exact_launch_form_is_checked(gen):

@@ -98,6 +98,27 @@ def launch_plan(word_fed: bool, columns: int, tuning: dict) -> tuple[int, int, i
     return tile_pages, num_warps, per_sm, pairs, split, setup
 
 
+def schedule_chunk(word_fed: bool, num_warps: int, requests) -> int:
+    """The schedule's step (``CHUNK``: requests per block-wide scan in ``score_share``) of a launch
+    pair; ``requests``: the batch (a symbolic batch takes the large-batch choice, with no guard).
+    The step sets no share, only how the schedule is computed, and the compiled code around it.
+
+    Measured on the H200 (docs/benchmarks.md, A/B in one call), against the former 128 for all:
+    - the 16-warp hot kernel: 32 up to 8 requests (1 x 8192: 8.2 us against 8.7; 4 x 8192: 9.6
+      against 10.2; 1 x 32768: 8.3 against 8.8), 64 above (64 x 32768: 78.2 against 79.7; 16 x
+      131072: 76.6 against 78.4; 128 x 16384: 82.2 against 82.1). 32 costs there (84.0 us at 128
+      x 16384), and 64 does at one to four requests (8.6-10.0 us);
+    - a word-fed hot kernel below 16 warps (by default the two-row kernel's 8): 32 (1 x 8192,
+      next_n=2: 9.5 against 10.2; 64 x 32768, next_n=4: 204.8-206.0 against 207.2-208.4;
+      next_n=2 even); 256 cost 2-3 us at every two-row shape;
+    - every other form (not measured): 128, as before."""
+    if not word_fed:
+        return SCHEDULE_CHUNK
+    if not wide_hot_pass(word_fed, num_warps):
+        return 32
+    return 32 if isinstance(requests, int) and requests <= 8 else 64
+
+
 def launch_forms(exact: str, asm: bool, word_fed: bool, tile_pages: int, num_warps: int,
                  pairs: bool = False, split: int = 1, setup: int = 0) -> list[dict]:
     """The kernel launches of one call, in order, as their constexprs (``WARPS`` is also the
@@ -147,7 +168,7 @@ def _sixteen_byte_aligned(cache: torch.Tensor) -> bool:
 
 # The launcher's tunings (``launch_score_paged``): for the benchmarks, not part of the API.
 TUNING_KEYS = ("tile_pages", "num_warps", "num_stages", "programs_per_sm", "pairs", "exact_split", "setup_units",
-               "maxnreg", "max_columns", "asm", "exact")
+               "maxnreg", "max_columns", "asm", "exact", "chunk")
 
 
 def launch_score_paged(
@@ -210,6 +231,7 @@ def launch_score_paged(
     forms = launch_forms(exact, asm, word_fed, tile_pages, num_warps, pairs, split, setup)
     # The one-kernel form never touches the flags (query_starts is a read-only stand-in).
     flags = torch.empty(grid[0] * grid[1], dtype=torch.uint8, device=out.device) if exact == "fixup" else query_starts
+    chunk = tuning.get("chunk", schedule_chunk(word_fed, num_warps, requests))
     maxnreg = tuning.get("maxnreg")
     for form in forms:
         wrap_triton(kernel)[(grid[0] * form["SPLIT"], grid[1])](
@@ -217,7 +239,7 @@ def launch_score_paged(
             block_table, block_table.stride(0), block_table.stride(1), query_starts, row_ends, requests,
             pages_per_request * 64, rows, flags,
             HEADS=heads, ROWS=rows_per_block, QUERY_FLOAT=query_float, DOT_DTYPE=tl.bfloat16 if gpu else tl.float32,
-            CHUNK=SCHEDULE_CHUNK, **form,
+            CHUNK=chunk, **form,
             num_warps=form["WARPS"],
             num_stages=tuning.get("num_stages", 3),
             **({"maxnreg": maxnreg} if maxnreg else {}),

@@ -11,7 +11,7 @@ from .score_math import (FOLD_LIMIT, exact_tile, float_query_operands, fold_clas
                          key_operands, power_of_two, query_operands, store_exact_logits, word_operands)
 from .score_tiles import load_key_bytes, store_tile, tile_keys, tile_outputs, tile_page_ids, tile_scales, tile_words
 
-SCHEDULE_CHUNK = 128  # requests the in-kernel schedule takes per step
+SCHEDULE_CHUNK = 128  # the schedule's step (requests per step) where score.schedule_chunk knows no better
 
 
 @triton.jit

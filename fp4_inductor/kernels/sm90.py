@@ -12,21 +12,24 @@ import triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from .score_kernel import SCHEDULE_CHUNK
+from .score import schedule_chunk
 
 
 def compile_scorer(kernel, rows: int, form: dict, query_float: bool = False, num_stages: int = 3,
                    maxnreg: int | None = None, heads: int = 64):
     """``kernel`` (score_paged_kernel or a variant of it) as the launcher specializes it for
     allocate_merged_cache's layouts (16-byte aligned pointers and strides), ``heads`` heads:
-    ``form`` is one of ``launch_forms``' launches (its constexprs, and ``WARPS`` its num_warps)."""
+    ``form`` is one of ``launch_forms``' launches (its constexprs, and ``WARPS`` its num_warps;
+    ``CHUNK`` too where it is not the launcher's at a large batch)."""
     params = list(inspect.signature(kernel.fn).parameters)
     query = "*bf16" if query_float else "*u8"
     pointers = {"out_ptr": "*fp32", "q_payload_ptr": query, "q_scales_ptr": query, "cache_ptr": "*u8",
                 "weights_ptr": "*fp32", "block_table_ptr": "*i32", "query_starts_ptr": "*i32",
                 "row_ends_ptr": "*i32", "flags_ptr": "*u8"}
-    const = dict(HEADS=heads, ROWS=rows, CHUNK=SCHEDULE_CHUNK, QUERY_FLOAT=query_float, DOT_DTYPE=tl.bfloat16,
-                 **form)
+    # The schedule's step as the launcher picks it for a large batch, unless ``form`` names one.
+    chunk = schedule_chunk(form["WORDS"], form["WARPS"], None)
+    const = {"HEADS": heads, "ROWS": rows, "CHUNK": chunk, "QUERY_FLOAT": query_float, "DOT_DTYPE": tl.bfloat16,
+             **form}
     const = {k: v for k, v in const.items() if k in params}
     signature = {p: "constexpr" if p in const else pointers.get(p, "i32") for p in params}
     aligned = set(pointers) | {"out_stride", "page_stride", "weights_stride"}
