@@ -11,6 +11,9 @@ from . import formats as F
 from ._checks import FLOAT_DTYPES, INDEX_DTYPES, check_int, check_size, check_tensor, describe
 from .layout import check_cache
 
+# What the dequantize helpers return (float64 for checks against a float64 reference).
+DEQUANTIZE_DTYPES = (torch.float64, *FLOAT_DTYPES)
+
 
 def check_store_keys(keys: Tensor, cache: Tensor, slots: Tensor) -> None:
     check_cache(cache)
@@ -114,6 +117,3 @@ def check_score_out(out: Tensor, q_payload: Tensor, cache: Tensor, block_table: 
         raise ValueError(f"out: expected unit stride along keys, got strides {out.stride()}")
 
 
-def check_float_dtype(dtype: object) -> None:
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(f"dtype: expected a floating torch.dtype, got {dtype!r}")

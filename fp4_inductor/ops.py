@@ -20,8 +20,8 @@ from torch.library import triton_op
 
 from . import formats as F
 from . import reference
-from ._checks import INDEX_DTYPES, check_bool, describe
-from ._op_checks import (check_float_dtype, check_fp4_query, check_queries, check_score, check_score_bf16,
+from ._checks import INDEX_DTYPES, check_bool, check_dtype, describe
+from ._op_checks import (DEQUANTIZE_DTYPES, check_fp4_query, check_queries, check_score, check_score_bf16,
                          check_score_out, check_store_keys, check_topk, logits_shape)
 from .layout import check_cache, check_layout_args, check_lengths, decode_layout_impl
 
@@ -422,7 +422,7 @@ def dequantize_pages(cache: Tensor, pages: Tensor, dtype: torch.dtype = torch.fl
             f"pages: expected an int32 or int64 tensor of page ids, got {describe(pages)}")
     if pages.device != cache.device:
         raise ValueError(f"pages: expected a tensor on {cache.device} (where the cache is), got {describe(pages)}")
-    check_float_dtype(dtype)
+    check_dtype("dtype", dtype, DEQUANTIZE_DTYPES)
     return reference.dequantize_pages(cache, pages, dtype)
 
 
@@ -430,5 +430,5 @@ def dequantize_queries(payload: Tensor, scales: Tensor, dtype: torch.dtype = tor
     """``quantize_queries``' (payload uint8 [rows, H, 64], scales uint8 [rows, 1, 4, 16, 4]) back
     to ``dtype`` [rows, H, 128]."""
     check_fp4_query(payload, scales, ("payload", "scales"))
-    check_float_dtype(dtype)
+    check_dtype("dtype", dtype, DEQUANTIZE_DTYPES)
     return reference.dequantize_queries(payload, scales, dtype)
