@@ -115,5 +115,3 @@ def check_score_out(out: Tensor, q_payload: Tensor, cache: Tensor, block_table: 
                  device=cache.device)
     if out.stride(1) != 1:
         raise ValueError(f"out: expected unit stride along keys, got strides {out.stride()}")
-
-

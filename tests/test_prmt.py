@@ -309,8 +309,8 @@ def test_exact_pass_forms():
 def test_wide_hot_kernel_needs_no_register_cap(wide_hot_kernel):
     """The default next_n=1 hot kernel runs one 512-thread program per SM without ``maxnreg``
     (which Inductor does not pass): 512 threads hold ptxas to 128 registers, and the kernel
-    spills little under that. Compiled for sm_90 with the installed Triton: 40 bytes of stack on
-    Triton 3.6, 64 on 3.7.1, loop invariants reloaded once per request, none in the loop over
+    spills little under that. Compiled for sm_90 with the installed Triton (the launcher's step
+    for a large batch): no stack on Triton 3.6, 16 bytes on 3.7.1, reloaded outside the loop over
     tiles. A change that makes it spill heavily, or spill in that loop, fails here before it
     slows the GPU."""
     line, sass = wide_hot_kernel

@@ -382,7 +382,7 @@ def test_exact_pass_on_more_programs(split, setup, query_kind, backend_device, g
                      setup_units=setup)
 
 
-@pytest.mark.parametrize("chunk", [1, 8])
+@pytest.mark.parametrize("chunk", [1, 8, None])
 def test_schedule_in_steps(chunk, backend_device, gen, monkeypatch):
     """The in-kernel schedule reads the requests ``chunk`` at a time (``schedule_chunk``: 32 to
     128 by launch form and batch); the step changes how the shares are computed, not which pages
@@ -399,7 +399,7 @@ def test_schedule_in_steps(chunk, backend_device, gen, monkeypatch):
     for query_lens in ([1] * 20, torch.randint(1, 3, (20,), generator=gen).tolist()):
         case = scoring_case(gen, device, heads=64, query_lens=query_lens, seq_lens=seq_lens.tolist(), key_spread=4)
         query = fp4.quantize_queries(case["q"], backend="triton")
-        check_launch(case, query, device, chunk=chunk, setup_units=2)
+        check_launch(case, query, device, setup_units=2, **({} if chunk is None else {"chunk": chunk}))
 
 
 def test_schedule_chunk_by_form_and_batch():
@@ -408,6 +408,7 @@ def test_schedule_chunk_by_form_and_batch():
     from fp4_inductor.kernels.score import schedule_chunk
 
     assert [schedule_chunk(True, 16, b) for b in (1, 8, 9, 64, 4096)] == [32, 32, 64, 64, 64]
+    assert schedule_chunk(True, 16, None) == 64  # a batch not known as an int: the large-batch step
     assert [schedule_chunk(True, 8, b) for b in (1, 64, 4096)] == [32, 32, 32]
     assert [schedule_chunk(False, 4, b) for b in (1, 64)] == [128, 128]
 
