@@ -99,9 +99,10 @@ def launch_plan(word_fed: bool, columns: int, tuning: dict) -> tuple[int, int, i
 
 
 def schedule_chunk(word_fed: bool, num_warps: int, requests) -> int:
-    """The schedule's step (``CHUNK``: requests per block-wide scan in ``score_share``) of a launch
-    pair; ``requests``: the batch (a symbolic batch takes the large-batch choice, with no guard).
-    The step sets no share, only how the schedule is computed, and the compiled code around it.
+    """The schedule's step (``CHUNK``: requests per block-wide scan in ``score_share``) of one
+    launch, from its form's ``WORDS`` and ``WARPS``; both passes of a pair get the same step.
+    ``requests``: the batch (a symbolic batch takes the large-batch choice, with no guard). The
+    step sets no share, only how the schedule is computed, and the compiled code around it.
 
     Measured on the H200 (docs/benchmarks.md, A/B runs), against the former 128 for all:
     - the 16-warp hot kernel: 32 up to 8 requests (1 x 8192: 8.2 us against 8.7; 4 x 8192: 9.6
@@ -234,7 +235,6 @@ def launch_score_paged(
     forms = launch_forms(exact, asm, word_fed, tile_pages, num_warps, pairs, split, setup)
     # The one-kernel form never touches the flags (query_starts is a read-only stand-in).
     flags = torch.empty(grid[0] * grid[1], dtype=torch.uint8, device=out.device) if exact == "fixup" else query_starts
-    chunk = tuning.get("chunk", schedule_chunk(word_fed, num_warps, requests))
     maxnreg = tuning.get("maxnreg")
     for form in forms:
         wrap_triton(kernel)[(grid[0] * form["SPLIT"], grid[1])](
@@ -242,7 +242,7 @@ def launch_score_paged(
             block_table, block_table.stride(0), block_table.stride(1), query_starts, row_ends, requests,
             pages_per_request * 64, rows, flags,
             HEADS=heads, ROWS=rows_per_block, QUERY_FLOAT=query_float, DOT_DTYPE=tl.bfloat16 if gpu else tl.float32,
-            CHUNK=chunk, **form,
+            CHUNK=tuning.get("chunk", schedule_chunk(form["WORDS"], form["WARPS"], requests)), **form,
             num_warps=form["WARPS"],
             num_stages=tuning.get("num_stages", 3),
             **({"maxnreg": maxnreg} if maxnreg else {}),
