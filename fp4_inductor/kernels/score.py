@@ -104,7 +104,7 @@ def schedule_chunk(word_fed: bool, num_warps: int, requests) -> int:
     ``requests``: the batch (a symbolic batch takes the large-batch choice, with no guard). The
     step sets no share, only how the schedule is computed, and the compiled code around it.
 
-    Measured on the H200 (docs/benchmarks.md, A/B runs), against the former 128 for all:
+    Measured on the H200 (docs/benchmarks.md, A/B runs, Triton 3.6), against the former 128 for all:
     - the 16-warp hot kernel: 32 up to 8 requests (1 x 8192: 8.2 us against 8.7; 4 x 8192: 9.6
       against 10.2; 1 x 32768: 8.3 against 8.8), 64 above (64 x 32768: 78.2 against 79.7; 16 x
       131072: 76.6 against 78.1-78.6; even at 128 x 16384: 82.2 against 82.1). 32 costs there
@@ -114,8 +114,10 @@ def schedule_chunk(word_fed: bool, num_warps: int, requests) -> int:
       next_n=2: 9.5 against 10.2; 64 x 32768, next_n=4: 204.8-206.0 against 207.2-208.4;
       next_n=2 even); 256 was slower than 128 at every two-row shape, by 0.2-5.5 us;
     - every other form (not measured): 128, as before.
-    All on Triton 3.6. On Triton 3.7.1 (compile only) the step of 64 costs the 16-warp hot loop
-    four instructions per tile against 32 and 128; not measured there."""
+    The rule holds on Triton 3.7.1 too (A/B on the H200), although there the step of 64 costs the 16-warp hot loop
+    four instructions per tile against 32 and 128: 64 x 32768 81.7-81.8 us against 83.6 with 128
+    and 83.9-84.0 with 32; 16 x 131072 79.3-79.4 against 81.1-81.6; 1 x 8192 10.3-10.4 against
+    10.9 with 128; the two-row kernel's 32 within 0.6 us of 128 and ahead of 64."""
     if not word_fed:
         return SCHEDULE_CHUNK
     if not wide_hot_pass(word_fed, num_warps):
