@@ -186,6 +186,34 @@ def test_word_fed_stores_survive_compilation(sm90_ttgir, launch):
     assert stores >= (2 if form["PAIRS"] else 1), f"{stores} asm stores left in the PTX"
 
 
+QUERY_BYTE_LOAD = re.compile(r"tt\.load .*: tensor<(\d+)x(\d+)x!tt\.ptr<i8>, (#[\w]+)>")
+
+
+def query_byte_load_layouts(ttgir: str) -> list[str]:
+    """Layouts of the two-dimensional int8 loads with both sides at least 64: in a word-fed
+    launch (keys loaded as int32 words, their scales in five dimensions) only the query operands'
+    payload bytes ([64 K, N], or [N, 64 K] with QUERY_K_LAST)."""
+    aliases = dict(re.findall(r"^(#[\w]+) = (.*)$", ttgir, re.M))
+    found = (QUERY_BYTE_LOAD.search(line) for line in ttgir.splitlines())
+    return [aliases.get(m.group(3), m.group(3)) for m in found if m and min(int(m.group(1)), int(m.group(2))) >= 64]
+
+
+@pytest.mark.parametrize("launch", [launch for launch in LAUNCHES if launch[2]["WORDS"]], ids=launch_id)
+def test_query_bytes_load_along_a_head(sm90_ttgir, launch):
+    """Compiled with the installed Triton, a warp's lanes read the query payload along one
+    head's bytes (one 128-byte line per load), not one byte of each of 32 heads (16 lines):
+    Triton 3.7 picks the latter for the [64 K, N] pointers that 3.6 coalesces along K, hence
+    QUERY_K_LAST."""
+    from fp4_inductor.kernels.score_math import QUERY_K_LAST
+
+    layouts = query_byte_load_layouts(sm90_ttgir[json.dumps(list(launch), sort_keys=True)][0])
+    assert layouts, "no query payload load found in the compiled kernel"
+    k_dim = 1 if QUERY_K_LAST else 0
+    for layout in layouts:
+        lanes = re.search(r"threadsPerWarp = \[(\d+), (\d+)\]", layout)
+        assert lanes is not None and int(lanes.group(1 + k_dim)) == 32, f"query bytes loaded across heads: {layout}"
+
+
 def test_layout_check_refuses_narrow_layouts():
     """The layout check itself: the layouts Triton picked in the failing cases are refused."""
     assert not four_columns_per_call("#ttg.blocked<{sizePerThread = [1, 1], threadsPerWarp = [1, 32]}>")

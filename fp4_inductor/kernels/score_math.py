@@ -32,9 +32,18 @@ query operands use the same order.
 import triton
 import triton.language as tl
 
+from . import TRITON_VERSION
 from .ptx import PRMT_ASM_BYTES, PRMT_ASM_WORDS, RELU_ASM, RELU_UNSCALE, code_tables
 
 FOLD_LIMIT = tl.constexpr(3)  # 12 << 3 = 96 still fits int8
+
+# The query operands' byte loads ([64 K, N] columns of 64-byte heads) have no contiguous axis, and
+# Triton's coalescing breaks the tie differently by version: 3.6 puts a warp's lanes along a head's
+# bytes (one 128-byte line per load), 3.7 keeps them across heads (16 lines per load: 2048 line
+# lookups per operand and program instead of 128, paid each time a program starts on a request).
+# From 3.7 on the pointers are laid out [N, 64 K], K last, and the loaded bytes transposed back,
+# which gives 3.7 the 3.6 layout; 3.6 compiles as before (the same sm_90 SASS).
+QUERY_K_LAST = tl.constexpr(TRITON_VERSION is None or TRITON_VERSION >= (3, 7))
 
 
 @triton.jit
@@ -127,8 +136,13 @@ def query_operands(q_base, c_ok, shift, PERMUTED: tl.constexpr = False):
         s = tl.reshape(tl.broadcast_to(tl.trans(shift)[:, None, :], (4, 16, N)), (64, N))
     byte = word * 4 + (k % 4) // 2
     nibble_shift = (k % 2) * 4
-    raw_a = tl.load(q_base[None, :] + byte, mask=c_ok[None, :], other=0).to(tl.int32) >> nibble_shift
-    raw_b = tl.load(q_base[None, :] + byte + 2, mask=c_ok[None, :], other=0).to(tl.int32) >> nibble_shift
+    if QUERY_K_LAST:
+        at = q_base[:, None] + tl.trans(byte)
+        raw_a = tl.trans(tl.load(at, mask=c_ok[:, None], other=0)).to(tl.int32) >> nibble_shift
+        raw_b = tl.trans(tl.load(at + 2, mask=c_ok[:, None], other=0)).to(tl.int32) >> nibble_shift
+    else:
+        raw_a = tl.load(q_base[None, :] + byte, mask=c_ok[None, :], other=0).to(tl.int32) >> nibble_shift
+        raw_b = tl.load(q_base[None, :] + byte + 2, mask=c_ok[None, :], other=0).to(tl.int32) >> nibble_shift
     a = tl.where(s >= 0, signed_magnitude(raw_a, tl.maximum(s, 0)), 0)
     b = tl.where(s >= 0, signed_magnitude(raw_b, tl.maximum(s, 0)), 0)
     return a.to(tl.int8), b.to(tl.int8)
