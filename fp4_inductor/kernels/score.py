@@ -114,10 +114,10 @@ def schedule_chunk(word_fed: bool, num_warps: int, requests) -> int:
       next_n=2: 9.5 against 10.2; 64 x 32768, next_n=4: 204.8-206.0 against 207.2-208.4;
       next_n=2 even); 256 was slower than 128 at every two-row shape, by 0.2-5.5 us;
     - every other form (not measured): 128, as before.
-    The rule holds on Triton 3.7.1 too (A/B on the H200), although there the step of 64 costs the 16-warp hot loop
-    four instructions per tile against 32 and 128: 64 x 32768 81.7-81.8 us against 83.6 with 128
-    and 83.9-84.0 with 32; 16 x 131072 79.3-79.4 against 81.1-81.6; 1 x 8192 10.3-10.4 against
-    10.9 with 128; the two-row kernel's 32 within 0.6 us of 128 and ahead of 64."""
+    The rule holds on Triton 3.7.1 too (A/B on the H200), although there the step of 64 costs the
+    16-warp hot loop four instructions per tile against 32 and 128: 64 x 32768 81.7-81.8 us
+    against 83.6 with 128 and 83.9-84.0 with 32; 16 x 131072 79.3-79.4 against 81.1-81.6; 1 x 8192
+    10.3-10.4 against 10.9 with 128; the two-row kernel's 32 within 0.6 us of 128 and ahead of 64."""
     if not word_fed:
         return SCHEDULE_CHUNK
     if not wide_hot_pass(word_fed, num_warps):
