@@ -138,11 +138,14 @@ def query_operands(q_base, c_ok, shift, PERMUTED: tl.constexpr = False):
     nibble_shift = (k % 2) * 4
     if QUERY_K_LAST:
         at = q_base[:, None] + tl.trans(byte)
-        raw_a = tl.trans(tl.load(at, mask=c_ok[:, None], other=0)).to(tl.int32) >> nibble_shift
-        raw_b = tl.trans(tl.load(at + 2, mask=c_ok[:, None], other=0)).to(tl.int32) >> nibble_shift
+        bytes_a = tl.trans(tl.load(at, mask=c_ok[:, None], other=0))
+        bytes_b = tl.trans(tl.load(at + 2, mask=c_ok[:, None], other=0))
     else:
-        raw_a = tl.load(q_base[None, :] + byte, mask=c_ok[None, :], other=0).to(tl.int32) >> nibble_shift
-        raw_b = tl.load(q_base[None, :] + byte + 2, mask=c_ok[None, :], other=0).to(tl.int32) >> nibble_shift
+        at = q_base[None, :] + byte
+        bytes_a = tl.load(at, mask=c_ok[None, :], other=0)
+        bytes_b = tl.load(at + 2, mask=c_ok[None, :], other=0)
+    raw_a = bytes_a.to(tl.int32) >> nibble_shift
+    raw_b = bytes_b.to(tl.int32) >> nibble_shift
     a = tl.where(s >= 0, signed_magnitude(raw_a, tl.maximum(s, 0)), 0)
     b = tl.where(s >= 0, signed_magnitude(raw_b, tl.maximum(s, 0)), 0)
     return a.to(tl.int8), b.to(tl.int8)
