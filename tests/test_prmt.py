@@ -94,9 +94,14 @@ def test_relu_asm_is_relu_undone_by_the_kernels_factor():
     np.testing.assert_array_equal(got.astype(np.float64) * unscale, np.maximum(acc, 0).astype(np.float64))
 
 
+def layout_aliases(ttgir: str) -> dict[str, str]:
+    """A module's layout aliases (``#blocked3``) and what each stands for."""
+    return dict(re.findall(r"^(#[\w]+) = (.*)$", ttgir, re.M))
+
+
 def asm_layouts(ttgir: str) -> list[str]:
     """The layout of each inline-asm result in a module's Triton GPU IR, aliases resolved."""
-    aliases = dict(re.findall(r"^(#[\w]+) = (.*)$", ttgir, re.M))
+    aliases = layout_aliases(ttgir)
     layouts = []
     for line in ttgir.splitlines():
         if "tt.elementwise_inline_asm" in line:
@@ -193,7 +198,7 @@ def query_byte_load_layouts(ttgir: str) -> list[str]:
     """Layouts of the two-dimensional int8 loads with both sides at least 64: in a word-fed
     launch (keys loaded as int32 words, their scales in five dimensions) only the query operands'
     payload bytes ([64 K, N], or [N, 64 K] with QUERY_K_LAST)."""
-    aliases = dict(re.findall(r"^(#[\w]+) = (.*)$", ttgir, re.M))
+    aliases = layout_aliases(ttgir)
     found = (QUERY_BYTE_LOAD.search(line) for line in ttgir.splitlines())
     return [aliases.get(m.group(3), m.group(3)) for m in found if m and min(int(m.group(1)), int(m.group(2))) >= 64]
 
