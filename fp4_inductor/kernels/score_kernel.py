@@ -144,8 +144,10 @@ def score_request(
                 # (tile_page_ids clamps) and stores nothing (``limit``).
                 # Barriers: the 16-warp loop at 4 pages ping-pongs its halves (PINGPONG_WAIT);
                 # the CTA barrier Triton would leave before each tile's first dot (for the query
-                # operand) is taken before the loop. H200, next_n=1: 89.6-90.0 us against
-                # 94.2-94.4 for the four warpgroups in lockstep, and 97 for no barrier at all.
+                # operand) is taken before the loop, also where the loop keeps Triton's lockstep
+                # (a Triton without the ping-pong: sm_90 compiles of 3.8 and 3.9 hold it in the
+                # loop otherwise). H200, next_n=1: 89.6-90.0 us against 94.2-94.4 for the four
+                # warpgroups in lockstep, and 97 for no barrier at all.
                 # The paired 8-warp loop has none, and one per step costs a quarter (118 vs 146
                 # us at next_n=2): one warpgroup's dot runs under the other's build and epilogue.
                 STEP: tl.constexpr = (2 if PAIRS else 1) * TILE_PAGES
@@ -168,8 +170,9 @@ def score_request(
                 out_rows = out_ptr.to(tl.int64) + (first_row + rr).to(tl.int64)[None, :] * (out_stride * 4)
                 limit = tl.where(rr < rows_here, tl.minimum(row_ends, page_end * 64) if PAIRS else row_ends, 0)
                 stored = tl.zeros((M, ROWS), dtype=tl.int32)  # the stores' zeros, kept live (st_f32)
-                if PINGPONG:
+                if PINGPONG or WARPS == 16:
                     tl.debug_barrier()
+                if PINGPONG:
                     page_begin = pingpong(page_begin, PINGPONG_FIRST, PINGPONG_1, 1)
                 for tile in range(page_begin, page_end, STEP):
                     cur_exp0, cur_x0 = exp0, x0
