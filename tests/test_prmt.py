@@ -379,6 +379,19 @@ def wait_barriers(loop: list[str]) -> int:
     return sum(1 for text in loop if "WARPGROUP.DEPBAR" in text)
 
 
+@pytest.mark.parametrize("rows", [1, 2])
+def test_hot_loops_sum_heads_in_fma_chains(hot_kernels, rows):
+    """The head sum of the compiled hot loops (64 heads, next_n=1 and two-row blocks): each
+    thread's 16 relu values of a row (one FMUL.SAT each) go into one chain of a multiply and 15
+    FFMAs (``score_math.head_chain``), whatever order the installed Triton gives ``tl.sum`` (a
+    tree from Triton 3.8 on: 8 FFMAs and 7 FADDs more per chain)."""
+    _, _, loop = tile_loop(sass_instructions(hot_kernels[rows][1]))
+    relu = [text for text in loop if re.match(PREDICATE + r"FMUL\.SAT\b", text)]
+    ffma = [text for text in loop if re.match(PREDICATE + r"FFMA\b", text)]
+    assert relu and len(relu) % 16 == 0, len(relu)
+    assert len(ffma) == len(relu) // 16 * 15, (len(relu), len(ffma))
+
+
 def pingpong_step(asm: str, first_half: bool) -> tuple[str, int] | None:
     """(``sync`` or ``arrive``, barrier) that one half of the CTA runs in a ping-pong step of
     the scorer's loop (ptx.py), or None."""

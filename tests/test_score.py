@@ -8,6 +8,7 @@ import fp4_inductor as fp4
 from fp4_inductor import formats as F
 from fp4_inductor import reference
 
+from conftest import HAS_TRITON
 from helpers import case_on, float64_scores, random_keys, run_programs_in_reverse, scoring_case
 
 CASES = {
@@ -463,3 +464,37 @@ def test_sixteen_byte_alignment_decides_the_operand_builder():
         fake = mode.from_tensor(pages)
         assert _sixteen_byte_aligned(fp4.index_section(fake, offset=1024))
         assert not _sixteen_byte_aligned(fake.flatten().as_strided((4, 64, 68), (8192, 68, 1), 1030))
+
+
+
+if HAS_TRITON:
+    import triton
+    import triton.language as tl
+
+    from fp4_inductor.kernels.score_math import head_chain
+
+    @triton.jit
+    def _head_chain_kernel(relu_ptr, w_ptr, out_ptr, M: tl.constexpr, ROWS: tl.constexpr, HEADS: tl.constexpr):
+        m = tl.arange(0, M)[:, None]
+        c = tl.arange(0, ROWS * HEADS)
+        relu = tl.load(relu_ptr + m * (ROWS * HEADS) + c[None, :])
+        total = tl.sum(head_chain(relu, tl.load(w_ptr + c), ROWS, HEADS), axis=2)
+        tl.store(out_ptr + m * ROWS + tl.arange(0, ROWS)[None, :], total)
+
+
+@pytest.mark.parametrize("rows,heads", [(1, 16), (1, 32), (1, 64), (2, 64), (1, 128)])
+def test_head_chain_pairs_each_value_with_its_weight(rows, heads, backend_device, gen):
+    """The PTX path's head sum (``score_math.head_chain``: the columns split by lane of a quad,
+    then one multiply and fused multiply-adds along each lane's columns) against a float64 sum:
+    each row of the block sums its own heads, each value times its own weight. Run as a small
+    kernel (the scorer reaches it only with the PTX builder, on the GPU)."""
+    backend, device = backend_device
+    if backend != "triton":
+        pytest.skip("a kernel helper")
+    m = 32
+    relu = torch.rand(m, rows * heads, generator=gen).to(device)  # relu's output: >= 0
+    w = (torch.rand(rows * heads, generator=gen) - 0.5).to(device)
+    out = torch.empty(m, rows, device=device)
+    _head_chain_kernel[(1,)](relu, w, out, M=m, ROWS=rows, HEADS=heads)
+    expected = (relu.double() * w.double()).reshape(m, rows, heads).sum(-1)
+    torch.testing.assert_close(out.double(), expected, rtol=1e-5, atol=1e-6)

@@ -248,10 +248,65 @@ def folded_logits(acc, w_folded, ROWS: tl.constexpr, HEADS: tl.constexpr, ASM: t
         # conversion.
         relu = tl.inline_asm_elementwise(RELU_ASM, "=r,r", [acc], dtype=tl.int32, is_pure=True, pack=1)
         relu = relu.to(tl.float32, bitcast=True)
-        unscale = RELU_UNSCALE
-    else:
-        # relu that keeps NaN (an unquantized query may hold one).
-        relu = tl.where(acc < 0, 0, acc).to(tl.float32)
-        unscale = 1.0
+        # The head sum in FMA chains along each lane's columns, then across the quad's lanes.
+        return tl.sum(head_chain(relu, w_folded, ROWS, HEADS), axis=2) * RELU_UNSCALE
+    # relu that keeps NaN (an unquantized query may hold one).
+    relu = tl.where(acc < 0, 0, acc).to(tl.float32)
     weighted = relu * w_folded[None, :]
-    return tl.sum(tl.reshape(weighted, (M, ROWS, HEADS)), axis=2) * unscale
+    return tl.sum(tl.reshape(weighted, (M, ROWS, HEADS)), axis=2)
+
+
+@triton.jit
+def lane_split(x, ROWS: tl.constexpr, HEADS: tl.constexpr):
+    """[M, ROWS * HEADS] -> [M, ROWS, 4, HEADS // 4]: column row * HEADS + 8 * i + 2 * lane + e at
+    [row, lane, 2 * i + e] (in the accumulator of an MMA, ``lane`` is the lane within a quad)."""
+    M: tl.constexpr = x.shape[0]
+    x = tl.permute(tl.reshape(x, (M, ROWS, HEADS // 8, 4, 2)), (0, 1, 3, 2, 4))
+    return tl.reshape(x, (M, ROWS, 4, HEADS // 4))
+
+
+@triton.jit
+def halves(x):
+    """x [A, B, C, 2 K] -> (x[..., :K], x[..., K:])."""
+    A: tl.constexpr = x.shape[0]
+    B: tl.constexpr = x.shape[1]
+    C: tl.constexpr = x.shape[2]
+    K: tl.constexpr = x.shape[3] // 2
+    return tl.split(tl.permute(tl.reshape(x, (A, B, C, 2, K)), (0, 1, 2, 4, 3)))
+
+
+@triton.jit
+def fma_chain(v, w, acc, FIRST: tl.constexpr):
+    """acc + sum_i v[..., i] * w[..., i] over the last axis (a power of 2), one fused multiply-add
+    per term in index order (``FIRST``: no acc; the first two terms as one multiply and one
+    fused multiply-add, the order Triton 3.6 compiles a sum of products into)."""
+    if v.shape[3] == 2:
+        v0, v1 = tl.split(v)
+        w0, w1 = tl.split(w)
+        if FIRST:
+            acc = tl.fma(v0, w0, v1 * w1)
+        else:
+            acc = tl.fma(v1, w1, tl.fma(v0, w0, acc))
+    else:
+        v0, v1 = halves(v)
+        w0, w1 = halves(w)
+        acc = fma_chain(v1, w1, fma_chain(v0, w0, acc, FIRST), False)
+    return acc
+
+
+@triton.jit
+def head_chain(relu, w, ROWS: tl.constexpr, HEADS: tl.constexpr):
+    """[M, ROWS, 4]: of relu [M, ROWS * HEADS] times w [ROWS * HEADS], each row's sum over the
+    columns of one lane of a quad (``lane_split``), as one multiply and a chain of fused
+    multiply-adds in column order.
+
+    In an MMA's accumulator a thread holds, of each row, the columns of one lane of its quad, so
+    this is the in-thread part of the head sum, with the order and the fusion spelled out: ``tl.sum``
+    of the products compiles to the same chain on Triton 3.6 and 3.7, but from 3.8 on Triton
+    sums a thread's values as a tree (23 instructions for 16 values instead of 16: 290 against
+    276 per tile in the next_n=1 loop, compiled for sm_90), and Triton 3.9 announces that from
+    3.10 it no longer fuses a multiply and an add by default. The sum across the quad's lanes (two
+    shuffles) stays ``tl.sum``'s."""
+    v = lane_split(relu, ROWS, HEADS)
+    wv = lane_split(tl.broadcast_to(w[None, :], relu.shape), ROWS, HEADS)
+    return fma_chain(v, wv, 0.0, True)
