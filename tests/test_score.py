@@ -8,7 +8,7 @@ import fp4_inductor as fp4
 from fp4_inductor import formats as F
 from fp4_inductor import reference
 
-from conftest import HAS_TRITON
+from conftest import HAS_TRITON, INTERPRETER, gpu
 from helpers import case_on, float64_scores, random_keys, run_programs_in_reverse, scoring_case
 
 CASES = {
@@ -466,7 +466,6 @@ def test_sixteen_byte_alignment_decides_the_operand_builder():
         assert not _sixteen_byte_aligned(fake.flatten().as_strided((4, 64, 68), (8192, 68, 1), 1030))
 
 
-
 if HAS_TRITON:
     import triton
     import triton.language as tl
@@ -482,15 +481,17 @@ if HAS_TRITON:
         tl.store(out_ptr + m * ROWS + tl.arange(0, ROWS)[None, :], total)
 
 
-@pytest.mark.parametrize("rows,heads", [(1, 16), (1, 32), (1, 64), (2, 64), (1, 128)])
-def test_head_chain_pairs_each_value_with_its_weight(rows, heads, backend_device, gen):
+@pytest.mark.parametrize("device", [
+    pytest.param("cpu", marks=[pytest.mark.interpreter, pytest.mark.skipif(not INTERPRETER, reason="needs TRITON_INTERPRET=1 and triton")]),
+    pytest.param("cuda", marks=[pytest.mark.gpu, gpu]),
+])
+@pytest.mark.parametrize("rows,heads", [(1, 16), (8, 16), (1, 32), (4, 32), (1, 64), (2, 64), (1, 128)])
+def test_head_chain_pairs_each_value_with_its_weight(rows, heads, device, gen):
     """The PTX path's head sum (``score_math.head_chain``: the columns split by lane of a quad,
     then one multiply and fused multiply-adds along each lane's columns) against a float64 sum:
-    each row of the block sums its own heads, each value times its own weight. Run as a small
-    kernel (the scorer reaches it only with the PTX builder, on the GPU)."""
-    backend, device = backend_device
-    if backend != "triton":
-        pytest.skip("a kernel helper")
+    each row of the block sums its own heads, each value times its own weight. Row blocks as the
+    launcher makes them (up to 128 columns), and 128 heads. Run as a small kernel (the scorer
+    reaches it only with the PTX builder, on the GPU)."""
     m = 32
     relu = torch.rand(m, rows * heads, generator=gen).to(device)  # relu's output: >= 0
     w = (torch.rand(rows * heads, generator=gen) - 0.5).to(device)

@@ -146,8 +146,9 @@ def score_request(
                 # the CTA barrier Triton would leave before each tile's first dot (for the query
                 # operand) is taken before the loop, also where the loop keeps Triton's lockstep
                 # (a Triton without the ping-pong: sm_90 compiles of 3.8 and 3.9 hold it in the
-                # loop otherwise). H200, next_n=1: 89.6-90.0 us against 94.2-94.4 for the four
-                # warpgroups in lockstep, and 97 for no barrier at all.
+                # loop otherwise; not timed). H200, next_n=1: 89.6-90.0 us against 94.2-94.4 for
+                # the four warpgroups in lockstep with that barrier in the loop, and 97 for no
+                # barrier at all.
                 # The paired 8-warp loop has none, and one per step costs a quarter (118 vs 146
                 # us at next_n=2): one warpgroup's dot runs under the other's build and epilogue.
                 STEP: tl.constexpr = (2 if PAIRS else 1) * TILE_PAGES

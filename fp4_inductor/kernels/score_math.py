@@ -277,9 +277,10 @@ def halves(x):
 
 @triton.jit
 def fma_chain(v, w, acc, FIRST: tl.constexpr):
-    """acc + sum_i v[..., i] * w[..., i] over the last axis (a power of 2), one fused multiply-add
-    per term in index order (``FIRST``: no acc; the first two terms as one multiply and one
-    fused multiply-add, the order Triton 3.6 compiles a sum of products into)."""
+    """acc + sum_i v[..., i] * w[..., i] over the last axis of v and w (float32 [A, B, C, P], P a
+    power of 2, at least 2), one fused multiply-add per term in index order. With ``FIRST`` there
+    is no acc: term 1 is the multiply and term 0 the first fused multiply-add onto it, then terms
+    2, 3, ... (the order Triton 3.6 compiles a sum of products into)."""
     if v.shape[3] == 2:
         v0, v1 = tl.split(v)
         w0, w1 = tl.split(w)
@@ -296,9 +297,10 @@ def fma_chain(v, w, acc, FIRST: tl.constexpr):
 
 @triton.jit
 def head_chain(relu, w, ROWS: tl.constexpr, HEADS: tl.constexpr):
-    """[M, ROWS, 4]: of relu [M, ROWS * HEADS] times w [ROWS * HEADS], each row's sum over the
-    columns of one lane of a quad (``lane_split``), as one multiply and a chain of fused
-    multiply-adds in column order.
+    """float32 [M, ROWS, 4]: of relu float32 [M, ROWS * HEADS] times w float32 [ROWS * HEADS],
+    each row's sum over the columns of one lane of a quad (``lane_split``), as one multiply and a
+    chain of fused multiply-adds in column order. HEADS is a power of 2, at least 8 (not checked
+    here: the ops take 16, 32 or 64 heads).
 
     In an MMA's accumulator a thread holds, of each row, the columns of one lane of its quad, so
     this is the in-thread part of the head sum, with the order and the fusion spelled out: ``tl.sum``
