@@ -18,18 +18,21 @@ INTERPRETER = os.environ.get("TRITON_INTERPRET") == "1" and HAS_TRITON
 
 gpu = pytest.mark.skipif(not HAS_GPU, reason="needs a CUDA/ROCm GPU (run on the device machine)")
 
+INTERPRETER_MARKS = [pytest.mark.interpreter, pytest.mark.skipif(not INTERPRETER, reason="needs TRITON_INTERPRET=1 and triton")]
+GPU_MARKS = [pytest.mark.gpu, gpu]
+
 # (backend, device) pairs every kernel test runs over: the reference on the CPU, the Triton
 # kernels through the interpreter on the CPU (so CI executes the real kernel code), and the
 # Triton kernels on a GPU where one is present.
 BACKENDS = [
     pytest.param(("reference", "cpu"), id="reference-cpu"),
-    pytest.param(
-        ("triton", "cpu"),
-        id="triton-interpreter",
-        marks=[pytest.mark.interpreter, pytest.mark.skipif(not INTERPRETER, reason="needs TRITON_INTERPRET=1 and triton")],
-    ),
-    pytest.param(("triton", "cuda"), id="triton-gpu", marks=[pytest.mark.gpu, gpu]),
+    pytest.param(("triton", "cpu"), id="triton-interpreter", marks=INTERPRETER_MARKS),
+    pytest.param(("triton", "cuda"), id="triton-gpu", marks=GPU_MARKS),
 ]
+
+# The devices a test of a kernel helper (a small @triton.jit kernel of its own) runs on: the
+# interpreter on the CPU, and a GPU where one is present.
+KERNEL_DEVICES = [pytest.param("cpu", marks=INTERPRETER_MARKS), pytest.param("cuda", marks=GPU_MARKS)]
 
 
 @pytest.fixture(params=BACKENDS)

@@ -10,7 +10,7 @@ import fp4_inductor as fp4
 from fp4_inductor import formats as F
 from fp4_inductor import reference
 
-from conftest import HAS_TRITON, INTERPRETER, gpu
+from conftest import HAS_TRITON, INTERPRETER, KERNEL_DEVICES
 from helpers import merged_cache, random_keys
 
 
@@ -236,10 +236,7 @@ def _code_points_under_test():
     return torch.cat([values, -values])
 
 
-@pytest.mark.parametrize("device", [
-    pytest.param("cpu", marks=[pytest.mark.interpreter, pytest.mark.skipif(not INTERPRETER, reason="needs TRITON_INTERPRET=1 and triton")]),
-    pytest.param("cuda", marks=[pytest.mark.gpu, gpu]),
-])
+@pytest.mark.parametrize("device", KERNEL_DEVICES)
 def test_kernel_code_function_matches_threshold_count(device):
     """The kernels' E2M1 rounding (one float add on an exponent-dependent magic number) against
     the reference's threshold count, value by value, sign in bit 3 (zeros included); on the GPU

@@ -344,8 +344,8 @@ def test_wide_hot_kernel_needs_no_register_cap(wide_hot_kernel):
     (which Inductor does not pass): 512 threads hold ptxas to 128 registers, and the kernel
     spills little under that. Compiled for sm_90 with the installed Triton (the launcher's step
     for a large batch): no stack on Triton 3.6 and 3.7.1, 72 bytes on 3.8 and 88 on 3.9, reloaded
-    outside the loop over tiles. A change that makes it spill heavily, or spill in that loop, fails here before it
-    slows the GPU."""
+    outside the loop over tiles. A change that makes it spill heavily, or spill in that loop,
+    fails here before it slows the GPU."""
     line, sass = wide_hot_kernel
     usage = {k: int(v) for k, v in (f.split(":") for f in line.split()) if k in ("REG", "STACK")}
     assert usage["STACK"] <= 128, f"the wide hot kernel spills: {line}"

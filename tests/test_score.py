@@ -8,7 +8,7 @@ import fp4_inductor as fp4
 from fp4_inductor import formats as F
 from fp4_inductor import reference
 
-from conftest import HAS_TRITON, INTERPRETER, gpu
+from conftest import HAS_TRITON, KERNEL_DEVICES
 from helpers import case_on, float64_scores, random_keys, run_programs_in_reverse, scoring_case
 
 CASES = {
@@ -481,10 +481,7 @@ if HAS_TRITON:
         tl.store(out_ptr + m * ROWS + tl.arange(0, ROWS)[None, :], total)
 
 
-@pytest.mark.parametrize("device", [
-    pytest.param("cpu", marks=[pytest.mark.interpreter, pytest.mark.skipif(not INTERPRETER, reason="needs TRITON_INTERPRET=1 and triton")]),
-    pytest.param("cuda", marks=[pytest.mark.gpu, gpu]),
-])
+@pytest.mark.parametrize("device", KERNEL_DEVICES)
 @pytest.mark.parametrize("rows,heads", [(1, 16), (8, 16), (1, 32), (4, 32), (1, 64), (2, 64), (1, 128)])
 def test_head_chain_pairs_each_value_with_its_weight(rows, heads, device, gen):
     """The PTX path's head sum (``score_math.head_chain``: the columns split by lane of a quad,

@@ -171,7 +171,7 @@ def score_request(
                 out_rows = out_ptr.to(tl.int64) + (first_row + rr).to(tl.int64)[None, :] * (out_stride * 4)
                 limit = tl.where(rr < rows_here, tl.minimum(row_ends, page_end * 64) if PAIRS else row_ends, 0)
                 stored = tl.zeros((M, ROWS), dtype=tl.int32)  # the stores' zeros, kept live (st_f32)
-                if PINGPONG or WARPS == 16:
+                if WARPS == 16:  # with or without the ping-pong (which only the 16-warp loop takes)
                     tl.debug_barrier()
                 if PINGPONG:
                     page_begin = pingpong(page_begin, PINGPONG_FIRST, PINGPONG_1, 1)
