@@ -137,12 +137,18 @@ class FP4Indexer(IndexerProjections):
         check_bool("rotate", rotate)
         check_head_count(heads)
         check_backend(backend)
+        if backend == "aiter":
+            # backend=None already scores with AITER on ROCm, where it can read the cache in place.
+            raise ValueError("backend: expected None, 'reference' or 'triton' (the indexer also stores keys, quantizes "
+                             "queries and selects the top-k, which AITER does not provide), got 'aiter'")
         self.backend = backend
         self.query_precision = query_precision
         self.index_offset = index_offset
         if index_cache is None:
             pages, index_cache = allocate_merged_cache(num_pages, page_bytes, index_offset, device=device)
             self.register_buffer("pages", pages, persistent=False)
+        else:
+            check_external_cache(index_cache, num_pages, page_bytes, index_offset)
         check_cache(index_cache, "index_cache")
         self.index_cache = index_cache
         self.rotate = rotate
@@ -207,6 +213,18 @@ class FP4Indexer(IndexerProjections):
         return select_topk(logits, row_ends, self.topk, backend=self.backend)[1]
 
 
+def check_external_cache(index_cache: object, num_pages: int, page_bytes: Optional[int], index_offset: int) -> None:
+    """An external ``index_cache`` holds ``num_pages`` pages, and the arguments that would shape
+    the module's own pages are left unset."""
+    check_cache(index_cache, "index_cache")
+    assert isinstance(index_cache, torch.Tensor)
+    if num_pages != index_cache.shape[0]:
+        raise ValueError(f"num_pages: expected {index_cache.shape[0]} (the pages of index_cache), got {num_pages!r}")
+    if page_bytes is not None or index_offset != 0:
+        raise ValueError(f"page_bytes, index_offset: expected None and 0 with index_cache (they shape the pages the "
+                         f"module allocates without one), got {page_bytes!r} and {index_offset!r}")
+
+
 def swap_indexers(
     model: nn.Module,
     predicate: Optional[Callable[[str, nn.Module], bool]] = None,
@@ -220,6 +238,10 @@ def swap_indexers(
     if predicate is None:
         predicate = lambda name, module: isinstance(module, ReferenceIndexer)  # noqa: E731
     targets = [(name, module) for name, module in model.named_modules() if name and predicate(name, module)]
+    if fp4_kwargs.get("index_cache") is not None and len(targets) > 1:
+        # One cache for every layer: each layer's keys would overwrite the others' at the same slots.
+        raise ValueError(f"index_cache: expected one cache per layer, got one for {len(targets)} indexers "
+                         f"({', '.join(name for name, _ in targets)}); swap them one at a time with a predicate")
     # Every replacement is built before the first is put in, so a failure leaves the model as it was.
     swapped = [(name, FP4Indexer.from_reference(module, **fp4_kwargs)) for name, module in targets]
     for name, new in swapped:

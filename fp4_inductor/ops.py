@@ -423,6 +423,12 @@ def dequantize_pages(cache: Tensor, pages: Tensor, dtype: torch.dtype = torch.fl
     if pages.device != cache.device:
         raise ValueError(f"pages: expected a tensor on {cache.device} (where the cache is), got {describe(pages)}")
     check_dtype("dtype", dtype, DEQUANTIZE_DTYPES)
+    # Off the decode path, the ids can be read: indexing would wrap a negative one and fail on a
+    # large one without naming it.
+    outside = (pages < 0) | (pages >= cache.shape[0])
+    if bool(outside.any()):
+        raise ValueError(f"pages: expected page ids in [0, {cache.shape[0]}), got {int(pages[outside][0])} "
+                         f"among {describe(pages)}")
     return reference.dequantize_pages(cache, pages, dtype)
 
 

@@ -208,12 +208,17 @@ def score_queries(
     valid = valid_region(query_starts, row_ends, width)
     if rows == 0 or requests == 0 or width == 0:
         return torch.full((rows, width), -torch.inf, device=q.device)
-    # Entries past a request's pages may hold anything: clamp them into range, mask later.
-    pages = block_table.to(torch.int64).clamp(0, cache.shape[0] - 1)
-    keys = dequantize_pages(cache, pages).flatten(1, 2)  # [requests, width, 128]
-    keys = keys[row_requests(query_starts, rows)]  # [rows, width, 128]
+    # Entries past a request's pages may hold anything: clamp them into range, mask later. An
+    # entry that a row needs must be a page of the cache (not checked: that would read the
+    # device); the keys of one that is not score NaN here, and the Triton kernel's read is undefined.
+    ids = block_table.to(torch.int64)
+    pages = ids.clamp(0, cache.shape[0] - 1)
+    outside = ((ids < 0) | (ids >= cache.shape[0])).unsqueeze(-1).expand(-1, -1, F.PAGE_TOKENS).flatten(1)
+    request = row_requests(query_starts, rows)
+    keys = dequantize_pages(cache, pages).flatten(1, 2)[request]  # [rows, width, 128]
     scores = torch.bmm(q, keys.transpose(1, 2))  # [rows, H, width]
     logits = (scores.relu() * weights.to(torch.float32).unsqueeze(-1)).sum(1)
+    logits = torch.where(outside[request], torch.nan, logits)
     return torch.where(valid, logits, -torch.inf)
 
 

@@ -1,9 +1,16 @@
-"""Test helpers for users' decode loops: prove that a step never reads device data on the host."""
+"""Test helpers for users' decode loops: prove that a step never reads device data on the host,
+and check the block-table entries a step reads (which the ops cannot check without reading the
+device)."""
 
 from __future__ import annotations
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import formats as F
+from ._checks import INDEX_DTYPES, check_size, check_tensor
+from .layout import check_cache
+from .reference import row_requests
 
 # Ops that read device data on the host or whose output shape depends on data.
 HOST_SYNC_OPS = frozenset(
@@ -25,6 +32,23 @@ HOST_SYNC_OPS = frozenset(
 )
 
 
+# Copies, flagged when they bring a tensor that is not on the CPU to the CPU (``.cpu()``,
+# ``.to("cpu")``, ``.tolist()`` and ``.numpy()`` of a device tensor).
+COPY_OPS = frozenset(["aten::_to_copy", "aten::copy_", "aten::_copy_from", "aten::_copy_from_and_resize"])
+
+
+def copies_to_host(name: str, args: tuple, kwargs: dict) -> bool:
+    if name == "aten::_to_copy":
+        source, target = args[0], kwargs.get("device")
+        return target is not None and torch.device(target).type == "cpu" and source.device.type != "cpu"
+    if name == "aten::copy_":
+        target, source = args[0], args[1]
+    else:  # _copy_from(self, dst): self is the source
+        source, target = args[0], args[1]
+    on_cpu = [isinstance(t, torch.Tensor) and t.device.type == "cpu" for t in (source, target)]
+    return isinstance(source, torch.Tensor) and not on_cpu[0] and on_cpu[1]
+
+
 class HostSyncError(RuntimeError):
     """Raised by ``forbid_host_sync`` when a step reads device data on the host."""
 
@@ -36,7 +60,10 @@ class forbid_host_sync(TorchDispatchMode):
     captured as a scalar output), so decode paths are checked op by op here.
     The bodies of this library's ``fp4::`` ops are entered, so what they run
     inside is checked too. ``torch.repeat_interleave`` is flagged even with
-    ``output_size`` given; use ``searchsorted`` layouts instead.
+    ``output_size`` given; use ``searchsorted`` layouts instead. Copies of a
+    device tensor to the CPU are flagged (``.cpu()``, ``.tolist()``, ``.numpy()``);
+    on CPU tensors ``.tolist()`` and ``.numpy()`` read memory directly, without an
+    op to see, so run the check on the device to catch them.
     """
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -44,6 +71,8 @@ class forbid_host_sync(TorchDispatchMode):
         name = func._schema.name
         if name in HOST_SYNC_OPS:
             raise HostSyncError(f"{name} reads device data on the host (or has a data-dependent shape)")
+        if name in COPY_OPS and copies_to_host(name, args, kwargs):
+            raise HostSyncError(f"{name} copies device data to the host")
         if name.startswith("fp4::"):
             from torch._library.custom_ops import OPDEFS
 
@@ -52,3 +81,35 @@ class forbid_host_sync(TorchDispatchMode):
                 with self:
                     return op._init_fn(*args, **kwargs)
         return func(*args, **kwargs)
+
+
+def check_block_table(block_table: torch.Tensor, cache: torch.Tensor, query_starts: torch.Tensor,
+                      row_ends: torch.Tensor) -> None:
+    """Raise ``ValueError`` where a block-table entry that some row's keys need is not a page of
+    ``cache``: the entries ``[i, 0 : ceil(longest row_ends of request i / 64))``. The scorer reads
+    those pages without a check (it would read the device); the others may hold anything.
+
+    This reads device data (a host sync): for tests and debugging, not inside a decode step."""
+    check_cache(cache)
+    check_tensor("block_table", block_table, dtypes=INDEX_DTYPES, shape=("requests", "pages_per_request"),
+                 device=cache.device)
+    check_tensor("query_starts", query_starts, dtypes=INDEX_DTYPES, shape=("requests + 1",), device=cache.device)
+    check_size("query_starts", query_starts, 0, block_table.shape[0] + 1, "requests + 1, from block_table")
+    check_tensor("row_ends", row_ends, dtypes=INDEX_DTYPES, shape=("rows",), device=cache.device)
+    requests, per_request = block_table.shape
+    rows = row_ends.shape[0]
+    if requests == 0 or rows == 0:
+        return
+    r = torch.arange(rows, device=row_ends.device)
+    in_batch = r < query_starts[-1].to(torch.int64)
+    ends = row_ends.to(torch.int64).clamp(0, per_request * F.PAGE_TOKENS)
+    pages = torch.where(in_batch, (ends + F.PAGE_TOKENS - 1) // F.PAGE_TOKENS, 0)
+    needed = torch.zeros(requests, dtype=torch.int64, device=row_ends.device)
+    needed.scatter_reduce_(0, row_requests(query_starts, rows), pages, "amax")
+    ids = block_table.to(torch.int64)
+    read = torch.arange(per_request, device=ids.device) < needed.unsqueeze(1)
+    bad = (read & ((ids < 0) | (ids >= cache.shape[0]))).nonzero()
+    if bad.shape[0] > 0:
+        i, slot = bad[0].tolist()
+        raise ValueError(f"block_table: expected page ids in [0, {cache.shape[0]}) where rows read keys, got "
+                         f"{int(ids[i, slot])} at [{i}, {slot}] ({bad.shape[0]} such entries)")

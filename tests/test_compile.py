@@ -85,6 +85,20 @@ def test_forbid_host_sync_catches_item(gen):
             run(step_with_item, inputs)
 
 
+def test_forbid_host_sync_catches_copies_to_the_host():
+    """``.cpu()``, ``.to("cpu")`` and a copy into a CPU tensor of a tensor that is not on the CPU
+    (here "meta", standing in for a GPU) raise; copies that stay on the CPU, or leave it, do not."""
+    device_tensor = torch.empty(3, device="meta")
+    for copy in (lambda: device_tensor.cpu(), lambda: device_tensor.to("cpu"),
+                 lambda: torch.zeros(3).copy_(device_tensor)):
+        with pytest.raises(HostSyncError, match="copies device data to the host"):
+            with forbid_host_sync():
+                copy()
+    with forbid_host_sync():
+        torch.ones(3).cpu(), torch.ones(3).to("meta"), torch.zeros(3).copy_(torch.ones(3))
+        torch.empty(3, device="meta").copy_(torch.ones(3))
+
+
 def test_launched_kernels_leave_no_constexpr_to_default():
     """Inductor's generated code (torch 2.11) passes None for a user kernel's constexpr left to
     its default: on the H200, every scorer launch under torch.compile failed to compile while

@@ -175,7 +175,8 @@ def test_fp4_indexer_checks_every_input_before_writing_its_cache(gen):
 @pytest.mark.parametrize(
     "kwargs, match",
     [(dict(heads=24), "heads: expected one of \\(16, 32, 64\\)"), (dict(topk=0), "topk: expected an int >= 1"),
-     (dict(backend="gpu"), "backend: expected None or one of")],
+     (dict(backend="gpu"), "backend: expected None or one of"),
+     (dict(backend="aiter"), "backend: expected None, 'reference' or 'triton' .*got 'aiter'")],
 )
 def test_fp4_indexer_rejects_bad_configuration(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -205,3 +206,31 @@ def test_owned_index_cache_follows_its_pages():
     indexer = FP4Indexer(96, 48, num_pages=4, heads=16, index_cache=external)
     indexer.to("meta")
     assert indexer.index_cache is external
+
+
+def test_external_index_cache_takes_no_page_arguments():
+    """With ``index_cache`` the module allocates nothing: ``num_pages`` must be the cache's, and
+    the arguments that shape the module's own pages must stay unset."""
+    _, external = fp4.allocate_merged_cache(4)
+    bad = [
+        (dict(num_pages=5), "num_pages: expected 4 \\(the pages of index_cache\\), got 5"),
+        (dict(page_bytes=8192), "page_bytes, index_offset: expected None and 0 with index_cache"),
+        (dict(index_offset=1024), "page_bytes, index_offset: expected None and 0 with index_cache"),
+    ]
+    for change, match in bad:
+        with pytest.raises(ValueError, match=match):
+            FP4Indexer(96, 48, **{"num_pages": 4, "heads": 16, "index_cache": external, **change})
+    assert FP4Indexer(96, 48, num_pages=4, heads=16, index_cache=external).index_cache is external
+
+
+def test_swap_indexers_takes_one_external_cache_per_layer():
+    """One ``index_cache`` for several indexers would let each layer's keys overwrite the others':
+    refused, with the model left whole; one layer at a time (a predicate) takes it."""
+    model = TinyModel(layers=2)
+    before = [(name, type(module)) for name, module in model.named_modules()]
+    _, cache = fp4.allocate_merged_cache(12)
+    with pytest.raises(ValueError, match="index_cache: expected one cache per layer, got one for 2 indexers"):
+        swap_indexers(model, index_cache=cache)
+    assert [(name, type(module)) for name, module in model.named_modules()] == before
+    swapped = swap_indexers(model, predicate=lambda name, module: name == "layers.0.indexer", index_cache=cache)
+    assert [name for name, _ in swapped] == ["layers.0.indexer"] and swapped[0][1].index_cache is cache

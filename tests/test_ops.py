@@ -224,6 +224,71 @@ def test_index_tensors_with_any_strides(backend_device, gen):
     assert torch.equal(got_i, want_i) and torch.equal(got_v, want_v)
 
 
+def test_queries_and_out_with_any_strides(backend_device, gen):
+    """A query payload and scales that are views (not contiguous) score as the contiguous ones do
+    on every backend (the Triton launcher copies them), and ``out`` may have padded rows; ``out``
+    whose rows overlap is refused before anything is written."""
+    backend, device = backend_device
+    case = scoring_case(gen, device, query_lens=[2, 1, 3], seq_lens=[150, 64, 200], heads=16)
+    payload, scales = fp4.quantize_queries(case["q"], backend=backend)
+    wide = torch.cat([payload, torch.zeros_like(payload)], dim=2)[:, :, :64]
+    view = (wide, torch.stack([scales, torch.zeros_like(scales)], 1)[:, 0])
+    assert not view[0].is_contiguous() and not view[1].is_contiguous()
+    args = (case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"], 3)
+    want = fp4.score_paged((payload, scales), *args, backend=backend)
+    got = fp4.score_paged(view, *args, backend=backend)
+    valid = reference.valid_region(case["query_starts"], case["row_ends"], want.shape[1])
+    assert torch.equal(got[valid], want[valid])
+    rows, width = want.shape
+    padded = torch.full((rows, width + 64), 7.0, device=device)
+    fp4.score_paged((payload, scales), *args, out=padded[:, :width], backend=backend)
+    assert torch.equal(padded[:, :width][valid], want[valid]) and padded[:, width:].eq(7.0).all()
+    for out in (torch.full((width,), 7.0, device=device).expand(rows, width),
+                torch.full((rows * width,), 7.0, device=device).as_strided((rows, width), (width // 2, 1))):
+        with pytest.raises(ValueError, match="out: expected rows that do not overlap"):
+            fp4.score_paged((payload, scales), *args, out=out, backend=backend)
+        assert out.eq(7.0).all()
+
+
+def test_dequantize_pages_names_page_ids_outside_the_cache(gen):
+    _, cache = merged_cache(4, "cpu", gen=gen)
+    for pages in ([-1], [0, 4]):
+        with pytest.raises(ValueError, match="pages: expected page ids in \\[0, 4\\), got"):
+            fp4.dequantize_pages(cache, torch.tensor(pages))
+    assert fp4.dequantize_pages(cache, torch.tensor([[3, 0]])).shape == (1, 2, 64, 128)
+
+
+def test_block_table_entries_outside_the_cache(gen):
+    """The entries a row reads must be pages of the cache. They are not checked on the decode
+    path; the reference scores such a page's keys as NaN (the Triton kernel's read is undefined),
+    and ``testing.check_block_table`` names the first one. Entries past the pages rows read may
+    hold anything."""
+    from fp4_inductor.testing import check_block_table
+
+    case = scoring_case(gen, "cpu", query_lens=[2, 1, 3], seq_lens=[150, 64, 200], heads=16)
+    cache, block_table = case["cache"], case["block_table"].clone()
+    layout = (case["query_starts"], case["row_ends"])
+    pages = cache.shape[0]
+    block_table[1, 1:] = -1  # request 1 reads one page: the rest is never read
+    check_block_table(block_table, cache, *layout)
+    query = fp4.quantize_queries(case["q"])
+    args = (case["weights"], block_table, *layout, 3)
+    good = fp4.score_paged(query, cache, *args)
+    assert not good.isnan().any()
+    for bad_id in (pages, -5):
+        bad = block_table.clone()
+        bad[2, 3] = bad_id  # request 2 (rows 3-5, up to 200 keys) reads pages 0-3
+        with pytest.raises(ValueError, match=f"block_table: expected page ids in \\[0, {pages}\\) where rows read "
+                                             f"keys, got {bad_id} at \\[2, 3\\] \\(1 such entries\\)"):
+            check_block_table(bad, cache, *layout)
+        logits = fp4.score_paged(query, cache, case["weights"], bad, *layout, 3)
+        valid = reference.valid_region(*layout, logits.shape[1])
+        on_bad_page = torch.zeros_like(valid)
+        on_bad_page[3:6, 192:256] = True
+        assert logits[valid & on_bad_page].isnan().all() and (valid & on_bad_page).sum() == 6 + 7 + 8
+        assert torch.equal(logits[valid & ~on_bad_page], good[valid & ~on_bad_page])
+
+
 def test_decode_layout_drops_rows_past_num_rows(gen):
     """Requests asking for more rows than num_rows: query_starts is clamped, so the scorer never
     goes past the last row (it read and wrote out of bounds before)."""

@@ -210,9 +210,10 @@ def launch_score_paged(
         if not gpu:
             q_payload = q_payload.float()
         q_scales = q_payload
-    for name, t in (("query[0] (payload)", q_payload), ("query[1] (scales)", q_scales)):
-        if not t.is_contiguous():
-            raise ValueError(f"{name}: expected the contiguous tensor quantize_queries returns, got strides {t.stride()}")
+    else:
+        # The kernel reads a row's heads at fixed offsets; other layouts are copied here, as the
+        # reference backend takes them too (quantize_queries returns contiguous tensors).
+        q_payload, q_scales = q_payload.contiguous(), q_scales.contiguous()
     # Rows of a request are scored together up to 128 columns (rows x heads);
     # longer verify groups are split into row blocks, each still sharing its key reads.
     rows_per_block = min(next_power_of_2(max_query_len), max(1, tuning.get("max_columns", 128) // heads))
