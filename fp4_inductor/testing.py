@@ -112,4 +112,4 @@ def check_block_table(block_table: torch.Tensor, cache: torch.Tensor, query_star
     if bad.shape[0] > 0:
         i, slot = bad[0].tolist()
         raise ValueError(f"block_table: expected page ids in [0, {cache.shape[0]}) where rows read keys, got "
-                         f"{int(ids[i, slot])} at [{i}, {slot}] ({bad.shape[0]} such entries)")
+                         f"{int(ids[i, slot])} at [{i}, {slot}] (bad entries: {bad.shape[0]})")

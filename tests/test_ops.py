@@ -279,7 +279,7 @@ def test_block_table_entries_outside_the_cache(gen):
         bad = block_table.clone()
         bad[2, 3] = bad_id  # request 2 (rows 3-5, up to 200 keys) reads pages 0-3
         with pytest.raises(ValueError, match=f"block_table: expected page ids in \\[0, {pages}\\) where rows read "
-                                             f"keys, got {bad_id} at \\[2, 3\\] \\(1 such entries\\)"):
+                                             f"keys, got {bad_id} at \\[2, 3\\] \\(bad entries: 1\\)"):
             check_block_table(bad, cache, *layout)
         logits = fp4.score_paged(query, cache, case["weights"], bad, *layout, 3)
         valid = reference.valid_region(*layout, logits.shape[1])
