@@ -100,26 +100,46 @@ def test_quantize_roundtrip_error_bound(dtype, gen):
     assert ((back.unflatten(-1, (4, 32)) - groups).abs() <= scale * 1.0).all()
 
 
+def store_by_offsets(buffer, section_start, pages, keys, slots):
+    """Keys' bytes written where SPEC section 2 puts them, byte plane by byte plane, into the
+    sections at ``section_start`` of the first ``pages`` rows of ``buffer`` (contiguous): an
+    oracle that goes through neither backend's store. Slots outside [0, pages * 64) write nothing."""
+    payload, scales = reference.quantize_fp4(keys)
+    slots = slots.to(torch.int64)
+    kept = (slots >= 0) & (slots < pages * F.PAGE_TOKENS)
+    token = slots[kept] % F.PAGE_TOKENS
+    base = (slots[kept] // F.PAGE_TOKENS) * buffer.shape[1] + section_start
+    flat = buffer.view(-1)
+    for g in range(F.GROUPS):
+        for b in range(F.PAYLOAD_BYTES // F.GROUPS):
+            flat[base + F.section_payload_offset(token, g, b)] = payload[kept][:, g * 16 + b]
+        flat[base + F.section_scale_offset(token, g)] = scales[kept][:, g]
+
+
 def test_store_keys_backend_bit_exact(backend_device, gen):
-    """Two index sections interleaved in one merged buffer: each gets exactly the reference
-    bytes; the other section and the bytes between them are untouched."""
+    """Two index sections interleaved in the first pages of one merged buffer: each gets exactly
+    the bytes SPEC section 2 puts at its slots (written here without either backend's store);
+    the other section, the bytes between them and the page after the cache are untouched
+    (slots past the end and negative ones are skipped)."""
     backend, device = backend_device
     pages, page_bytes = 5, 2 * 4352 + 256
-    buffer = torch.randint(0, 256, (pages, page_bytes), generator=gen, dtype=torch.uint8)
+    buffer = torch.randint(0, 256, (pages + 1, page_bytes), generator=gen, dtype=torch.uint8)
     expected = buffer.clone()
-    first, second = fp4.index_section(expected, 0), fp4.index_section(expected, 4352 + 128)
     k1, k2 = random_keys(150, gen, torch.bfloat16), random_keys(90, gen, torch.float16)
     k1[7, 3] = float("nan")
     s1 = torch.randperm(pages * 64, generator=gen)[:150]
-    s2 = torch.randperm(pages * 64, generator=gen)[:90].int()
+    # Slots 3 and the last one stay free in the second section: a slot past the end that were
+    # wrapped or clamped instead of skipped would land there, and one taken as given would land
+    # in the page after the cache.
+    s2 = 4 + torch.randperm(pages * 64 - 5, generator=gen)[:90].int()
     s1[::9] = -1
     s2[5] = pages * 64 + 3  # past the end: skipped
-    reference.store_keys(k1, first, s1)
-    reference.store_keys(k2, second, s2)
+    store_by_offsets(expected, 0, pages, k1, s1)
+    store_by_offsets(expected, 4352 + 128, pages, k2, s2)
 
     buffer = buffer.to(device)
-    fp4.store_keys(k1.to(device), fp4.index_section(buffer, 0), s1.to(device), backend=backend)
-    fp4.store_keys(k2.to(device), fp4.index_section(buffer, 4352 + 128), s2.to(device), backend=backend)
+    fp4.store_keys(k1.to(device), fp4.index_section(buffer[:pages], 0), s1.to(device), backend=backend)
+    fp4.store_keys(k2.to(device), fp4.index_section(buffer[:pages], 4352 + 128), s2.to(device), backend=backend)
     diff = (buffer.cpu() != expected).nonzero()
     assert diff.numel() == 0, f"{len(diff)} bytes differ, first at [page, byte] {diff[0].tolist()}"
 
@@ -169,10 +189,11 @@ def test_dequantize_queries_inverts_layout(gen):
 
 def assert_store_matches_reference(keys, backend, device, pages=1, gen=None):
     """Keys stored at slots 0..n-1 by the backend into a copy of a noisy merged cache (a copy on
-    the CPU too: .to("cpu") would alias it) equal the reference's bytes, the noise included."""
-    buffer, cache = merged_cache(pages, "cpu", gen=gen)
+    the CPU too: .to("cpu") would alias it) equal the bytes SPEC section 2 puts there
+    (``store_by_offsets``, not a store of either backend), the noise included."""
+    buffer, _ = merged_cache(pages, "cpu", gen=gen)
     buffer_b = buffer.clone().to(device)
-    reference.store_keys(keys.contiguous(), cache, torch.arange(keys.shape[0]))
+    store_by_offsets(buffer, 1024, pages, keys.contiguous(), torch.arange(keys.shape[0]))
     fp4.store_keys(keys.to(device), fp4.index_section(buffer_b, 1024), torch.arange(keys.shape[0], device=device),
                    backend=backend)
     diff = (buffer_b.cpu() != buffer).nonzero()
