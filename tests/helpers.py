@@ -68,16 +68,17 @@ def case_on(case, device):
     return moved
 
 
-def float64_scores(query, cache, weights, block_table, query_starts, row_ends, magnitude=False):
+def float64_scores(query, cache, weights, block_table, query_starts, row_ends, magnitude=False, to_bf16=True):
     """The scoring definition in float64 over dequantized inputs, one row at a time. ``query``:
-    (payload, scales), or a float tensor for the bf16-query mode (rounded to bf16).
+    (payload, scales), or a float tensor for the bf16-query mode (rounded to bf16, unless not
+    ``to_bf16``: the full-precision queries).
 
     ``magnitude=True`` sums ``|w| * relu(s)`` instead: the scale of the float32 rounding
     error of an entry, whatever cancellation the signed weights cause."""
     if magnitude:
         weights = weights.abs()
     if isinstance(query, torch.Tensor):  # the bf16-query mode
-        q = query.cpu().to(torch.bfloat16).double()
+        q = (query.cpu().to(torch.bfloat16) if to_bf16 else query.cpu()).double()
     else:
         q = reference.dequantize_queries(*[t.cpu() for t in query], dtype=torch.float64)
     cache, block_table = cache.cpu(), block_table.cpu().long()

@@ -194,7 +194,8 @@ def test_unmirrorable_cache_write_leaves_the_indexer_alone(caplog):
     with caplog.at_level(logging.WARNING, logger="fp4_inductor.inductor.backend"):
         seen = captured_graph(model, inputs)
     assert seen["sources"] == []
-    assert "mul_" in caplog.text and "cannot mirror" in caplog.text or "writes into the cache" in caplog.text
+    # The warning names the scribbling mul_ (not some other write into the cache).
+    assert "mul_" in caplog.text and ("cannot mirror" in caplog.text or "writes into the cache" in caplog.text)
     assert any("einsum" in str(n.target) for n in seen["graph"].nodes)
 
 

@@ -58,13 +58,17 @@ def test_bf16_query_mode_is_closer_to_full_precision(gen):
     full-precision scores than those with FP4 queries."""
     case = scoring_case(gen, "cpu", heads=64, query_lens=[2, 2], seq_lens=[640, 500])
     layout = (case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"])
-    keys = case["q"]
-    exact = float64_scores(keys, *layout)  # bf16 queries; keys are FP4 in both
+    keys = case["q"]  # float32 queries (keys are FP4 in all three scores)
+    full = float64_scores(keys, *layout, to_bf16=False)
+    bf16_definition = float64_scores(keys, *layout)
     fp4_queries = fp4.score_paged(fp4.quantize_queries(keys), *layout, case["max_query_len"]).double()
     bf16_queries = fp4.score_paged(keys, *layout, case["max_query_len"]).double()
-    valid = reference.valid_region(case["query_starts"], case["row_ends"], exact.shape[1])
-    err = lambda got: ((got - exact)[valid].norm() / exact[valid].norm()).item()  # noqa: E731
-    assert err(bf16_queries) < 1e-5 < 0.01 < err(fp4_queries)
+    valid = reference.valid_region(case["query_starts"], case["row_ends"], full.shape[1])
+    err = lambda got, exact: ((got - exact)[valid].norm() / exact[valid].norm()).item()  # noqa: E731
+    # Against full precision (CPU, this case: about 2e-3 against 0.12), and the bf16 mode exact to
+    # its own definition.
+    assert err(bf16_queries, full) < 0.1 * err(fp4_queries, full)
+    assert err(bf16_queries, bf16_definition) < 1e-5 < 0.01 < err(fp4_queries, full)
 
 
 def check_against_float64(case, backend, device, query=None):
