@@ -195,28 +195,28 @@ QUERY_BYTE_LOAD = re.compile(r"tt\.load .*: tensor<(\d+)x(\d+)x!tt\.ptr<i8>, (#[
 
 
 def query_byte_load_layouts(ttgir: str) -> list[str]:
-    """Layouts of the two-dimensional int8 loads with both sides at least 64: in a word-fed
+    """Layouts of the two-dimensional int8 loads of 32 rows and at least 64 columns: in a word-fed
     launch (keys loaded as int32 words, their scales in five dimensions) only the query operands'
-    payload bytes ([64 K, N], or [N, 64 K] with QUERY_K_LAST)."""
+    payload bytes ([32, N]: a head's 32 bytes of one operand half per column)."""
     aliases = layout_aliases(ttgir)
     found = (QUERY_BYTE_LOAD.search(line) for line in ttgir.splitlines())
-    return [aliases.get(m.group(3), m.group(3)) for m in found if m and min(int(m.group(1)), int(m.group(2))) >= 64]
+    return [aliases.get(m.group(3), m.group(3)) for m in found if m and int(m.group(1)) == 32 and int(m.group(2)) >= 64]
 
 
 @pytest.mark.parametrize("launch", [launch for launch in LAUNCHES if launch[2]["WORDS"]], ids=launch_id)
 def test_query_bytes_load_along_a_head(sm90_ttgir, launch):
-    """Compiled with the installed Triton, a warp's lanes read the query payload along one
-    head's bytes (one 128-byte line per load), not one byte of each of 32 heads (16 lines):
-    Triton 3.7 picks the latter for the [64 K, N] pointers that 3.6 coalesces along K, hence
-    QUERY_K_LAST."""
-    from fp4_inductor.kernels.score_math import QUERY_K_LAST
-
+    """Compiled with the installed Triton, a warp's lanes read the query payload along a head's
+    bytes (whole heads, one 128-byte line per load), not one byte of each of many heads (up to 16
+    lines): for the former [64 K, N] pointers, which had no contiguous axis, Triton 3.7 chose the
+    latter. The [32, N] pointers of query_operands are contiguous along a head."""
     layouts = query_byte_load_layouts(sm90_ttgir[json.dumps(list(launch), sort_keys=True)][0])
     assert layouts, "no query payload load found in the compiled kernel"
-    k_dim = 1 if QUERY_K_LAST else 0
     for layout in layouts:
         lanes = re.search(r"threadsPerWarp = \[(\d+), (\d+)\]", layout)
-        assert lanes is not None and int(lanes.group(1 + k_dim)) == 32, f"query bytes loaded across heads: {layout}"
+        per_thread = re.search(r"sizePerThread = \[(\d+), (\d+)\]", layout)
+        assert lanes is not None and per_thread is not None, layout
+        along_head = int(lanes.group(1)) * int(per_thread.group(1))
+        assert along_head == 32, f"query bytes loaded across heads: {layout}"
 
 
 def test_layout_check_refuses_narrow_layouts():

@@ -37,13 +37,13 @@ from .ptx import PRMT_ASM_BYTES, PRMT_ASM_WORDS, RELU_ASM, RELU_UNSCALE, code_ta
 
 FOLD_LIMIT = tl.constexpr(3)  # 12 << 3 = 96 still fits int8
 
-# The query operands' byte loads ([64 K, N] columns of 64-byte heads) have no contiguous axis, and
-# Triton's coalescing breaks the tie differently by version: 3.6 puts a warp's lanes along a head's
-# bytes (one 128-byte line per load), 3.7 keeps them across heads (16 lines per load: 2048 line
-# lookups per operand and program instead of 128, paid each time a program starts on a request).
-# From 3.7 on the pointers are laid out [N, 64 K], K last, and the loaded bytes transposed back,
-# which gives 3.7 the 3.6 layout; 3.6 compiles as before (the same sm_90 SASS).
-QUERY_K_LAST = tl.constexpr(TRITON_VERSION is None or TRITON_VERSION >= (3, 7))
+# Whether ``tl.sum`` compiles a thread's products into the chain that ``head_chain`` spells out
+# (Triton 3.6 and 3.7; from 3.8 it sums them as a tree). Where it does, the two-row blocks keep
+# ``tl.sum``: ptxas schedules that kernel better than head_chain's (H200, Triton 3.6, A/B:
+# next_n=2 112.8-113.5 against 114.2-115.1 us, next_n=4 206.0-206.4 against 209.2-210.8, 16 x
+# 131072 next_n=2 112.6-112.9 against 114.2-114.4), while the one-row blocks gain a little with
+# head_chain (64 x 32768 78.0-78.5 against 78.6-78.9, 16 x 131072 76.5-76.7 against 77.1-77.2).
+TL_SUM_CHAINS = tl.constexpr(TRITON_VERSION is not None and TRITON_VERSION < (3, 8))
 
 
 @triton.jit
@@ -125,27 +125,27 @@ def word_operands(k_exp, x, fewest, ASM: tl.constexpr):
 def query_operands(q_base, c_ok, shift, PERMUTED: tl.constexpr = False):
     """int8 operands (a, b) [64, N] of the query columns at ``q_base`` [N] (64 payload bytes each);
     ``shift`` int32 [N, 4] per group, -1 for a group left out. ``PERMUTED``: in the K order of
-    ``key_operands`` from words (K word w holds payload word 4 * (w % 4) + w // 4)."""
-    k = tl.arange(0, 64)[:, None]
+    ``key_operands`` from words (K word w holds payload word 4 * (w % 4) + w // 4).
+
+    Each payload byte is loaded once ([32, N]: the bytes behind the K pairs 2j, 2j + 1, a head's
+    bytes along a warp's lanes on Triton 3.6 to 3.9) and its two nibbles joined into the K order.
+    Loading each byte for both of its K ([64 K, N]) cost 0.3-0.6 us at small batches on the H200
+    (1 x 8192 next_n=1: 8.1 against 8.4 us; 4 x 32768: 11.4 against 12.0; the same from 16 x 131072
+    up), and left the layout to a coalescing tie that Triton 3.7 broke across heads."""
     N: tl.constexpr = shift.shape[0]
+    j = tl.arange(0, 32)[:, None]
     if PERMUTED:
-        word = 4 * ((k // 4) % 4) + k // 16
+        word = 4 * ((j // 2) % 4) + j // 8
         s = tl.reshape(tl.broadcast_to(tl.trans(shift)[None, :, None, :], (4, 4, 4, N)), (64, N))
     else:
-        word = k // 4
+        word = j // 2
         s = tl.reshape(tl.broadcast_to(tl.trans(shift)[:, None, :], (4, 16, N)), (64, N))
-    byte = word * 4 + (k % 4) // 2
-    nibble_shift = (k % 2) * 4
-    if QUERY_K_LAST:
-        at = q_base[:, None] + tl.trans(byte)
-        bytes_a = tl.trans(tl.load(at, mask=c_ok[:, None], other=0))
-        bytes_b = tl.trans(tl.load(at + 2, mask=c_ok[:, None], other=0))
-    else:
-        at = q_base[None, :] + byte
-        bytes_a = tl.load(at, mask=c_ok[None, :], other=0)
-        bytes_b = tl.load(at + 2, mask=c_ok[None, :], other=0)
-    raw_a = bytes_a.to(tl.int32) >> nibble_shift
-    raw_b = bytes_b.to(tl.int32) >> nibble_shift
+    at = q_base[None, :] + word * 4 + j % 2
+    bytes_a = tl.load(at, mask=c_ok[None, :], other=0).to(tl.int32)
+    bytes_b = tl.load(at + 2, mask=c_ok[None, :], other=0).to(tl.int32)
+    # K 2j is the byte's low nibble, 2j + 1 its high one.
+    raw_a = tl.reshape(tl.permute(tl.join(bytes_a, bytes_a >> 4), (0, 2, 1)), (64, N))
+    raw_b = tl.reshape(tl.permute(tl.join(bytes_b, bytes_b >> 4), (0, 2, 1)), (64, N))
     a = tl.where(s >= 0, signed_magnitude(raw_a, tl.maximum(s, 0)), 0)
     b = tl.where(s >= 0, signed_magnitude(raw_b, tl.maximum(s, 0)), 0)
     return a.to(tl.int8), b.to(tl.int8)
@@ -248,8 +248,10 @@ def folded_logits(acc, w_folded, ROWS: tl.constexpr, HEADS: tl.constexpr, ASM: t
         # conversion.
         relu = tl.inline_asm_elementwise(RELU_ASM, "=r,r", [acc], dtype=tl.int32, is_pure=True, pack=1)
         relu = relu.to(tl.float32, bitcast=True)
-        # The head sum in FMA chains along each lane's columns, then across the quad's lanes.
-        return tl.sum(head_chain(relu, w_folded, ROWS, HEADS), axis=2) * RELU_UNSCALE
+        if ROWS == 1 or not TL_SUM_CHAINS:
+            # The head sum in FMA chains along each lane's columns, then across the quad's lanes.
+            return tl.sum(head_chain(relu, w_folded, ROWS, HEADS), axis=2) * RELU_UNSCALE
+        return tl.sum(tl.reshape(relu * w_folded[None, :], (M, ROWS, HEADS)), axis=2) * RELU_UNSCALE
     # relu that keeps NaN (an unquantized query may hold one).
     relu = tl.where(acc < 0, 0, acc).to(tl.float32)
     weighted = relu * w_folded[None, :]
