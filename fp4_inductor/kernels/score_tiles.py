@@ -107,10 +107,9 @@ def tile_words(cache_ptr, page_stride, page, TILE_PAGES: tl.constexpr, WARPS: tl
     token, c = tile_rows(TILE_PAGES, WARPS)
     j4 = tl.arange(0, 4)[None, None, None, None, None, :]
     words = cache_ptr.to(tl.pointer_type(tl.int32)) + page * (page_stride // 4)
-    # A row block reads each key's payload once: evict_first keeps it from pushing out what is
-    # read again (H200, Triton 3.6, A/B: 64 x 32768 next_n=1 76.5-76.8 against 78.3-78.5 us,
-    # next_n=2 110.5-110.7 against 114.8-115.1, next_n=4 205.0 against 209.3-210.8; the same at
-    # 1 x 8192 to 64 x 4096).
+    # A row block reads each key's payload once, and evict_first marks it so (H200, Triton 3.6,
+    # A/B at 64 x 32768: next_n=1 76.5-76.8 against 78.3-78.5 us, next_n=2 110.5-110.7 against
+    # 114.8-115.1, next_n=4 205.0 against 209.3-210.8; the same at 1 x 8192 to 64 x 4096).
     x6 = tl.load(words + c * 256 + token * 4 + j4, eviction_policy="evict_first")
     # To [repeat, warp, row bit 3, lane row, word, group].
     if GROUP_LAST:
