@@ -83,11 +83,17 @@ def check_score_bf16(
 
 def check_score_layout(rows, heads, weights, block_table, query_starts, row_ends, max_query_len, dev) -> None:
     check_tensor("weights", weights, dtypes=(torch.float32,), shape=(rows, heads), device=dev)
+    check_paging(block_table, query_starts, row_ends, rows, dev)
+    check_int("max_query_len", max_query_len, minimum=1)
+
+
+def check_paging(block_table, query_starts, row_ends, rows, dev) -> None:
+    """The block table and ``decode_layout``'s tensors of a scoring call on ``dev``; ``rows``: an
+    int, or a name where any count is taken."""
     check_tensor("block_table", block_table, dtypes=INDEX_DTYPES, shape=("requests", "pages_per_request"), device=dev)
     check_tensor("query_starts", query_starts, dtypes=INDEX_DTYPES, shape=("requests + 1",), device=dev)
     check_size("query_starts", query_starts, 0, block_table.shape[0] + 1, "requests + 1, from block_table")
     check_tensor("row_ends", row_ends, dtypes=INDEX_DTYPES, shape=(rows,), device=dev)
-    check_int("max_query_len", max_query_len, minimum=1)
 
 
 def check_decode_step(keys, cache, slots, query, weights, block_table, query_starts, row_ends, max_query_len) -> None:

@@ -149,7 +149,6 @@ class FP4Indexer(IndexerProjections):
             self.register_buffer("pages", pages, persistent=False)
         else:
             check_external_cache(index_cache, num_pages, page_bytes, index_offset)
-        check_cache(index_cache, "index_cache")
         self.index_cache = index_cache
         self.rotate = rotate
         self.register_buffer("query_rotation", None, persistent=False)
@@ -216,8 +215,7 @@ class FP4Indexer(IndexerProjections):
 def check_external_cache(index_cache: object, num_pages: int, page_bytes: Optional[int], index_offset: int) -> None:
     """An external ``index_cache`` holds ``num_pages`` pages, and the arguments that would shape
     the module's own pages are left unset."""
-    check_cache(index_cache, "index_cache")
-    assert isinstance(index_cache, torch.Tensor)
+    index_cache = check_cache(index_cache, "index_cache")
     if num_pages != index_cache.shape[0]:
         raise ValueError(f"num_pages: expected {index_cache.shape[0]} (the pages of index_cache), got {num_pages!r}")
     if page_bytes is not None or index_offset != 0:

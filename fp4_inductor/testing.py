@@ -8,9 +8,9 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import formats as F
-from ._checks import INDEX_DTYPES, check_size, check_tensor
+from ._op_checks import check_paging
 from .layout import check_cache
-from .reference import row_requests
+from .reference import row_requests, valid_region
 
 # Ops that read device data on the host or whose output shape depends on data.
 HOST_SYNC_OPS = frozenset(
@@ -40,13 +40,12 @@ COPY_OPS = frozenset(["aten::_to_copy", "aten::copy_", "aten::_copy_from", "aten
 def copies_to_host(name: str, args: tuple, kwargs: dict) -> bool:
     if name == "aten::_to_copy":
         source, target = args[0], kwargs.get("device")
-        return target is not None and torch.device(target).type == "cpu" and source.device.type != "cpu"
-    if name == "aten::copy_":
-        target, source = args[0], args[1]
+    elif name == "aten::copy_":  # copy_(self, src): self is the target
+        source, target = args[1], args[0].device
     else:  # _copy_from(self, dst): self is the source
-        source, target = args[0], args[1]
-    on_cpu = [isinstance(t, torch.Tensor) and t.device.type == "cpu" for t in (source, target)]
-    return isinstance(source, torch.Tensor) and not on_cpu[0] and on_cpu[1]
+        source, target = args[0], args[1].device
+    return (target is not None and torch.device(target).type == "cpu" and isinstance(source, torch.Tensor)
+            and source.device.type != "cpu")
 
 
 class HostSyncError(RuntimeError):
@@ -91,23 +90,17 @@ def check_block_table(block_table: torch.Tensor, cache: torch.Tensor, query_star
 
     This reads device data (a host sync): for tests and debugging, not inside a decode step."""
     check_cache(cache)
-    check_tensor("block_table", block_table, dtypes=INDEX_DTYPES, shape=("requests", "pages_per_request"),
-                 device=cache.device)
-    check_tensor("query_starts", query_starts, dtypes=INDEX_DTYPES, shape=("requests + 1",), device=cache.device)
-    check_size("query_starts", query_starts, 0, block_table.shape[0] + 1, "requests + 1, from block_table")
-    check_tensor("row_ends", row_ends, dtypes=INDEX_DTYPES, shape=("rows",), device=cache.device)
+    check_paging(block_table, query_starts, row_ends, "rows", cache.device)
     requests, per_request = block_table.shape
     rows = row_ends.shape[0]
     if requests == 0 or rows == 0:
         return
-    r = torch.arange(rows, device=row_ends.device)
-    in_batch = r < query_starts[-1].to(torch.int64)
-    ends = row_ends.to(torch.int64).clamp(0, per_request * F.PAGE_TOKENS)
-    pages = torch.where(in_batch, (ends + F.PAGE_TOKENS - 1) // F.PAGE_TOKENS, 0)
-    needed = torch.zeros(requests, dtype=torch.int64, device=row_ends.device)
-    needed.scatter_reduce_(0, row_requests(query_starts, rows), pages, "amax")
+    # The pages holding some key of a row's valid region (the scorer's), gathered per request.
+    row_pages = valid_region(query_starts, row_ends, per_request * F.PAGE_TOKENS)
+    row_pages = row_pages.view(rows, per_request, F.PAGE_TOKENS).any(-1).to(torch.int32)
+    read = torch.zeros(requests, per_request, dtype=torch.int32, device=block_table.device)
+    read = read.index_add_(0, row_requests(query_starts, rows), row_pages) > 0
     ids = block_table.to(torch.int64)
-    read = torch.arange(per_request, device=ids.device) < needed.unsqueeze(1)
     bad = (read & ((ids < 0) | (ids >= cache.shape[0]))).nonzero()
     if bad.shape[0] > 0:
         i, slot = bad[0].tolist()

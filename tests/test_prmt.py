@@ -383,8 +383,9 @@ def wait_barriers(loop: list[str]) -> int:
 def test_hot_loops_sum_heads_in_fma_chains(hot_kernels, rows):
     """The head sum of the compiled hot loops (64 heads, next_n=1 and two-row blocks): each
     thread's 16 relu values of a row (one FMUL.SAT each) go into one chain of a multiply and 15
-    FFMAs (``score_math.head_chain``), whatever order the installed Triton gives ``tl.sum`` (a
-    tree from Triton 3.8 on: 8 FMUL, 8 FFMA and 7 FADD per 16 values)."""
+    FFMAs: ``score_math.head_chain``, whatever order the installed Triton gives ``tl.sum`` (a
+    tree from Triton 3.8 on: 8 FMUL, 8 FFMA and 7 FADD per 16 values), or, for two-row blocks on
+    Triton 3.6 and 3.7, ``tl.sum``, which compiles to that chain there (``TL_SUM_CHAINS``)."""
     _, _, loop = tile_loop(sass_instructions(hot_kernels[rows][1]))
     relu = [text for text in loop if re.match(PREDICATE + r"FMUL\.SAT\b", text)]
     ffma = [text for text in loop if re.match(PREDICATE + r"FFMA\b", text)]

@@ -251,11 +251,13 @@ def folded_logits(acc, w_folded, ROWS: tl.constexpr, HEADS: tl.constexpr, ASM: t
         if ROWS == 1 or not TL_SUM_CHAINS:
             # The head sum in FMA chains along each lane's columns, then across the quad's lanes.
             return tl.sum(head_chain(relu, w_folded, ROWS, HEADS), axis=2) * RELU_UNSCALE
-        return tl.sum(tl.reshape(relu * w_folded[None, :], (M, ROWS, HEADS)), axis=2) * RELU_UNSCALE
-    # relu that keeps NaN (an unquantized query may hold one).
-    relu = tl.where(acc < 0, 0, acc).to(tl.float32)
+        unscale = RELU_UNSCALE
+    else:
+        # relu that keeps NaN (an unquantized query may hold one).
+        relu = tl.where(acc < 0, 0, acc).to(tl.float32)
+        unscale = 1.0
     weighted = relu * w_folded[None, :]
-    return tl.sum(tl.reshape(weighted, (M, ROWS, HEADS)), axis=2)
+    return tl.sum(tl.reshape(weighted, (M, ROWS, HEADS)), axis=2) * unscale
 
 
 @triton.jit
