@@ -235,6 +235,10 @@ def swap_indexers(
     """
     if predicate is None:
         predicate = lambda name, module: isinstance(module, ReferenceIndexer)  # noqa: E731
+    if predicate("", model):
+        # Replacing the root would need the caller's reference to it.
+        raise ValueError(f"model: expected a module that contains indexers, got one that is itself replaced "
+                         f"({type(model).__name__}); use FP4Indexer.from_reference(model) for a single indexer")
     targets = [(name, module) for name, module in model.named_modules() if name and predicate(name, module)]
     if fp4_kwargs.get("index_cache") is not None and len(targets) > 1:
         # One cache for every layer: each layer's keys would overwrite the others' at the same slots.

@@ -281,7 +281,7 @@ def _select_topk_fake(
 
 torch.library.define(
     "fp4::decode_layout",
-    "(Tensor seq_lens, Tensor query_lens, int num_rows, int dcp_rank=0, int dcp_world_size=1, int interleave=1)"
+    "(Tensor seq_lens, Tensor query_lens, SymInt num_rows, int dcp_rank=0, int dcp_world_size=1, int interleave=1)"
     " -> (Tensor, Tensor)",
 )
 

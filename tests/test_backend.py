@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 import fp4_inductor as fp4
-from fp4_inductor.inductor import IndexShadow, find_indexers, fp4_inductor, rewrite_indexers
+from fp4_inductor.inductor import IndexShadow, find_indexers, fp4_inductor, rewrite_indexers, write_keys
 from fp4_inductor.modules import ReferenceIndexer, swap_indexers
 
 from conftest import HAS_GPU
@@ -187,16 +187,119 @@ class ScribblingIndexer(ReferenceIndexer):
         return super().forward(x, q_lora, slots, block_table, seq_lens, query_lens, max_query_len)
 
 
-def test_unmirrorable_cache_write_leaves_the_indexer_alone(caplog):
+class NullPageIndexer(ReferenceIndexer):
+    """Keeps page 0 free (an engine's null page) and writes keys through ``key_cache[1:]``: slot s
+    of that view is slot s + 64 of the cache, which the rewrite cannot take for the cache's own."""
+
+    def forward(self, x, q_lora, slots, block_table, seq_lens, query_lens, max_query_len: int):
+        q, k, w = self.project(x, q_lora)
+        self.key_cache[1:].view(-1, 128).index_put_((slots,), k.to(self.key_cache.dtype))
+        query_starts, row_ends = fp4.decode_layout(seq_lens, query_lens, q.shape[0])
+        request = torch.searchsorted(query_starts[1:].long(), torch.arange(q.shape[0]), right=True)
+        keys = self.key_cache[block_table.long()].flatten(1, 2)[request.clamp(max=block_table.shape[0] - 1)]
+        logits = (torch.einsum("rhd,rjd->rhj", q, keys).float().relu() * w.unsqueeze(-1)).sum(1)
+        return fp4.select_topk(logits, row_ends, self.topk)[1]
+
+
+# Each unmirrorable write is named in the warning (not some other write into the cache).
+@pytest.mark.parametrize("model_class, names", [
+    (ScribblingIndexer, ("mul_", "cannot mirror")),
+    (NullPageIndexer, ("index_put_", "not the whole cache")),
+])
+def test_unmirrorable_cache_write_leaves_the_indexer_alone(caplog, model_class, names):
     torch.manual_seed(0)
-    model = ScribblingIndexer(HIDDEN, Q_LORA, num_pages=PAGES, heads=16, topk=32)
+    model = model_class(HIDDEN, Q_LORA, num_pages=PAGES, heads=16, topk=32)
     inputs = step(torch.Generator().manual_seed(3), "cpu", *SCHEDULE[0][:2])
     with caplog.at_level(logging.WARNING, logger="fp4_inductor.inductor.backend"):
         seen = captured_graph(model, inputs)
     assert seen["sources"] == []
-    # The warning names the scribbling mul_ (not some other write into the cache).
-    assert "mul_" in caplog.text and ("cannot mirror" in caplog.text or "writes into the cache" in caplog.text)
+    assert all(name in caplog.text for name in names), caplog.text
     assert any("einsum" in str(n.target) for n in seen["graph"].nodes)
+
+
+def test_inference_tensor_cache_leaves_the_indexer_alone(caplog):
+    """A cache made under torch.inference_mode() keeps no version counter, so writes outside the
+    graph could not be seen: the backend compiles the BF16 indexer as is, and says why."""
+    with torch.inference_mode():
+        reference, _ = models("cpu")
+        eager = copy.deepcopy(reference)
+        inputs = step(torch.Generator().manual_seed(3), "cpu", *SCHEDULE[0][:2])
+        torch._dynamo.reset()
+        with caplog.at_level(logging.WARNING, logger="fp4_inductor.inductor.backend"):
+            got = torch.compile(reference, backend="fp4_inductor", fullgraph=True)(*inputs)
+        want = eager(*inputs)
+    assert "inference tensor" in caplog.text
+    for g, w in zip(got, want):
+        assert torch.equal(g.sort(dim=1)[0], w.sort(dim=1)[0])
+    with torch.inference_mode():
+        cache = torch.zeros(2, 64, 128)
+    with pytest.raises(RuntimeError, match="inference tensor"):
+        IndexShadow(cache).sync(cache)
+
+
+def test_row_count_from_a_shape_compiles_once():
+    """decode_layout's num_rows is a SymInt in the schema: with dynamic=True a step whose row count
+    changes keeps one graph (an int argument specialized it: one graph per row count, then a hard
+    failure at the recompile limit under fullgraph=True)."""
+    from torch._dynamo.utils import counters
+
+    reference, _ = models("cpu")
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(reference, backend="fp4_inductor", fullgraph=True, dynamic=True)
+    gen = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for rows in (6, 7, 9):
+            got = compiled(*step(gen, "cpu", *SCHEDULE[0], rows=rows))
+            assert all(g.shape[0] == rows for g in got)
+    assert counters["stats"]["unique_graphs"] == 1
+
+
+def test_write_keys_mirrors_outside_writes():
+    """Keys written outside the compiled model with write_keys reach the shadow with no whole-cache
+    refill; a plain outside write still refills it, with a warning the first time."""
+    reference, fp4_model = models("cpu")
+    torch._dynamo.reset()
+    compiled = torch.compile(reference, backend="fp4_inductor", fullgraph=True)
+    gen = torch.Generator().manual_seed(11)
+    new_keys = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        inputs = step(gen, "cpu", *SCHEDULE[0])
+        compiled(*inputs), fp4_model(*inputs)
+        for seq_lens, query_lens in SCHEDULE[1:]:
+            # An eager chunk of prefill: two keys per layer (one slot given from the end).
+            slots = torch.tensor([5 * 64 + seq_lens[0] % 64, -3])
+            for ref, fp4_layer in zip(reference.indexers, fp4_model.indexers):
+                keys = torch.randn(2, 128, generator=new_keys).bfloat16()
+                write_keys(ref.key_cache, keys, slots)
+                fp4.store_keys(keys, fp4_layer.index_cache, slots % (PAGES * 64))
+            inputs = step(gen, "cpu", seq_lens, query_lens)
+            for g, w in zip(compiled(*inputs), fp4_model(*inputs)):
+                assert torch.equal(g.sort(dim=1)[0], w.sort(dim=1)[0])
+            for ref, fp4_layer in zip(reference.indexers, fp4_model.indexers):
+                assert torch.equal(IndexShadow.of(ref.key_cache).cache, fp4_layer.index_cache)
+        for m in reference.indexers:
+            shadow = IndexShadow.of(m.key_cache)
+            assert shadow.fills == 1 and shadow.version == m.key_cache._version
+            fresh = torch.zeros_like(shadow.cache)
+            fp4.store_keys(m.key_cache.view(-1, 128), fresh, torch.arange(PAGES * 64))
+            assert torch.equal(shadow.cache, fresh)
+        reference.indexers[0].key_cache[3, 7] = 1.0
+        logger = logging.getLogger("fp4_inductor.inductor.backend")
+        records = []
+        handler = logging.Handler()
+        handler.emit = records.append
+        logger.addHandler(handler)
+        try:
+            for _ in range(2):
+                reference.indexers[0].key_cache[3, 8] += 1.0
+                compiled(*step(gen, "cpu", *SCHEDULE[2]))
+        finally:
+            logger.removeHandler(handler)
+        assert IndexShadow.of(reference.indexers[0].key_cache).fills == 3
+        assert sum("write_keys" in r.getMessage() for r in records) == 1
+    with pytest.raises(ValueError, match="slots: expected 2 along dim 0"):
+        write_keys(reference.indexers[0].key_cache, torch.zeros(2, 128), torch.zeros(3, dtype=torch.int64))
 
 
 def test_backend_options():
@@ -208,6 +311,12 @@ def test_backend_options():
     torch._dynamo.reset()
     with pytest.raises(Exception, match="unknown fp4_inductor options"):
         torch.compile(reference, backend="fp4_inductor", options={"fp4_inductor.tile": 2})(*inputs)
+    for option, value, match in (("rewrite", "false", "fp4_inductor.rewrite: expected a bool"),
+                                 ("max_query_len", 0, "fp4_inductor.max_query_len: expected an int >= 1"),
+                                 ("max_query_len", 2.0, "fp4_inductor.max_query_len: expected a Python int")):
+        torch._dynamo.reset()
+        with pytest.raises(Exception, match=match):
+            torch.compile(reference, backend="fp4_inductor", options={"fp4_inductor." + option: value})(*inputs)
 
 
 def test_other_topk_graphs_are_left_alone(caplog):

@@ -183,6 +183,14 @@ def test_fp4_indexer_rejects_bad_configuration(kwargs, match):
         FP4Indexer(96, 48, num_pages=4, dtype=torch.float32, **{"heads": 16, **kwargs})
 
 
+def test_swap_indexers_refuses_an_indexer_as_the_model():
+    """The root cannot be replaced in place: swapping a bare indexer did nothing and said nothing."""
+    indexer = ReferenceIndexer(96, 48, num_pages=4, heads=16, topk=8)
+    with pytest.raises(ValueError, match="model: .*ReferenceIndexer.*from_reference"):
+        swap_indexers(indexer)
+    assert isinstance(indexer, ReferenceIndexer)
+
+
 def test_swap_indexers_leaves_the_model_whole_when_one_swap_fails():
     model = TinyModel(layers=2)
     before = [(name, type(module)) for name, module in model.named_modules()]

@@ -5,7 +5,7 @@
 checkout, call ``fp4_inductor.inductor.register()`` once first.
 """
 
-from .backend import IndexShadow, fp4_inductor, register, rewrite_indexers
+from .backend import IndexShadow, fp4_inductor, register, rewrite_indexers, write_keys
 from .rewrite import find_indexers
 
-__all__ = ["IndexShadow", "find_indexers", "fp4_inductor", "register", "rewrite_indexers"]
+__all__ = ["IndexShadow", "find_indexers", "fp4_inductor", "register", "rewrite_indexers", "write_keys"]

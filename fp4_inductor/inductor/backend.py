@@ -21,6 +21,7 @@ import torch
 from torch import fx
 
 from .. import formats as F
+from .._checks import INDEX_DTYPES, check_bool, check_int, check_size, check_tensor, describe
 from ..ops import store_keys
 from .rewrite import find_indexers, mutates, rewrite
 
@@ -39,6 +40,7 @@ class IndexShadow:
             (source.shape[0], F.PAGE_TOKENS, F.BYTES_PER_TOKEN), dtype=torch.uint8, device=source.device
         )
         self.version: Optional[int] = None
+        self.fills = 0  # whole-cache fills: the first when the shadow is made, any later is a refill
 
     @classmethod
     def of(cls, source: torch.Tensor) -> "IndexShadow":
@@ -50,6 +52,12 @@ class IndexShadow:
 
     def sync(self, source: torch.Tensor) -> None:
         """Re-quantize all of ``source`` if it changed since this shadow last saw it."""
+        if untracked(source):
+            raise RuntimeError(
+                "fp4_inductor: the key cache is an inference tensor (made under torch.inference_mode()): "
+                "writes to it outside the compiled model cannot be seen, so its FP4 shadow cannot be kept "
+                "current. Make the cache under torch.no_grad() instead."
+            )
         if source._version == self.version:
             return
         if source.is_cuda and torch.cuda.is_current_stream_capturing():
@@ -58,12 +66,48 @@ class IndexShadow:
                 "call; refilling its FP4 shadow cannot be captured in a CUDA graph. Call the compiled "
                 "model once before capture, and write keys only through it while replaying."
             )
+        if self.fills == 1:
+            log.warning("fp4_inductor: a key cache [%d pages] was written outside the compiled model, so its whole "
+                        "FP4 shadow is quantized again before this call (and after each such write). Write keys "
+                        "outside the model with fp4_inductor.inductor.write_keys to mirror only those keys.",
+                        source.shape[0])
         flat = source.reshape(-1, F.HEAD_DIM)
         for start in range(0, flat.shape[0], _SYNC_ROWS):
             rows = flat[start : start + _SYNC_ROWS]
             slots = torch.arange(start, start + rows.shape[0], device=flat.device)
             store_keys(rows, self.cache, slots)
         self.version = source._version
+        self.fills += 1
+
+
+def write_keys(cache: torch.Tensor, keys: torch.Tensor, slots: torch.Tensor) -> None:
+    """``cache.view(-1, 128)[slots] = keys`` for a float key cache ``[pages, 64, 128]`` that the
+    ``fp4_inductor`` backend shadows, with the keys mirrored into its FP4 shadow: an eager
+    prefill's writes then cost only their own keys at the next compiled call, not a refill of
+    the whole shadow. Slots index the flattened cache as that assignment does (a negative one
+    counts from the end). Without a shadow yet it is the plain assignment."""
+    check_tensor("cache", cache, dtypes=(torch.float32, torch.bfloat16, torch.float16),
+                 shape=("pages", F.PAGE_TOKENS, F.HEAD_DIM))
+    check_tensor("keys", keys, dtypes=(torch.float32, torch.bfloat16, torch.float16), shape=("n", F.HEAD_DIM))
+    check_tensor("slots", slots, dtypes=INDEX_DTYPES, shape=("n",))
+    check_size("slots", slots, 0, keys.shape[0], "one slot per key")
+    for name, t in (("keys", keys), ("slots", slots)):
+        if t.device != cache.device:
+            raise ValueError(f"{name}: expected a tensor on {cache.device} (where the cache is), got {describe(t)}")
+    shadow = getattr(cache, _SHADOW_ATTR, None)
+    current = shadow is not None and not untracked(cache) and shadow.version == cache._version
+    cache.view(-1, F.HEAD_DIM)[slots] = keys.to(cache.dtype)
+    if current:
+        # The assignment's wrap of a negative slot (store_keys would skip it), as the rewrite does.
+        tokens = cache.shape[0] * F.PAGE_TOKENS
+        store_keys(keys.to(cache.dtype), shadow.cache, torch.where(slots < 0, slots + tokens, slots))
+        shadow.version = cache._version
+
+
+def untracked(cache: Any) -> bool:
+    """Whether ``cache`` keeps no version counter (an inference tensor), so that writes to it
+    outside the compiled graph cannot be detected."""
+    return isinstance(cache, torch.Tensor) and cache.is_inference()
 
 
 def rewrite_indexers(
@@ -78,6 +122,16 @@ def rewrite_indexers(
     ``IndexShadow.of(inputs[sources[i]]).cache`` for each, in that order.
     """
     matches, skipped = find_indexers(gm.graph)
+    inputs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    kept = []
+    for match in matches:
+        if untracked(example_inputs[inputs.index(match.cache)]):
+            skipped.append(f"{match.topk.name}: the key cache {match.cache.name} is an inference tensor (made under "
+                           f"torch.inference_mode()), whose writes outside the compiled model cannot be seen; "
+                           f"make it under torch.no_grad() instead")
+        else:
+            kept.append(match)
+    matches = kept
     for reason in skipped:
         log.warning("fp4_inductor: indexer left as is: %s", reason)
     if not matches:
@@ -165,11 +219,15 @@ def fp4_inductor(
     unknown = set(own) - {"max_query_len", "rewrite"}
     if unknown:
         raise ValueError(f"options: unknown fp4_inductor options {sorted(unknown)}; known: max_query_len, rewrite")
+    rewrite_on = check_bool(OPTION_PREFIX + "rewrite", own.get("rewrite", True))
+    max_query_len = own.get("max_query_len")
+    if max_query_len is not None:
+        check_int(OPTION_PREFIX + "max_query_len", max_query_len, minimum=1)
     patches = dict(list_mode_options(mode) if mode not in (None, "default") else {})
     patches.update(options)
     sources: list[int] = []
-    if own.get("rewrite", True):
-        gm, sources = rewrite_indexers(gm, example_inputs, own.get("max_query_len"))
+    if rewrite_on:
+        gm, sources = rewrite_indexers(gm, example_inputs, max_query_len)
     shadows = [IndexShadow.of(example_inputs[i]) for i in sources]
     for shadow, i in zip(shadows, sources):
         shadow.sync(example_inputs[i])

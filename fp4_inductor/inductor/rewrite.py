@@ -239,6 +239,17 @@ def _aliases(cache: fx.Node) -> list[fx.Node]:
     return found
 
 
+def _whole_cache(alias: fx.Node, cache: fx.Node) -> bool:
+    """Whether ``alias`` is ``cache`` or a chain of reshapes of all of it (view, reshape, flatten
+    to as many elements), so that its rows are the cache's rows in order."""
+    node = alias
+    while node is not cache:
+        if _name(node) not in _RESHAPES or not node.args:
+            return False
+        node = node.args[0]
+    return _size_hint(_value(alias).numel()) == _size_hint(_value(cache).numel())
+
+
 def _mirrorable_writes(cache: fx.Node) -> tuple[list[fx.Node], Optional[str]]:
     """The writes to ``cache`` the pass can mirror, or the reason it cannot."""
     writes = []
@@ -259,6 +270,9 @@ def _mirrorable_writes(cache: fx.Node) -> tuple[list[fx.Node], Optional[str]]:
                 return [], f"{user.format_node()} writes into the cache"
             if _write_slots(user, alias) is None:
                 return [], f"{user.format_node()} is a write the pass cannot mirror"
+            if not _whole_cache(alias, cache):
+                # Slots of a slice or a permuted view are not the cache's slots.
+                return [], f"{user.format_node()} writes through a view that is not the whole cache reshaped"
             writes.append(user)
     return writes, None
 
