@@ -43,7 +43,8 @@ def local_to_global(local_idx: torch.Tensor, rank: int, world: int, interleave: 
 
 
 def global_to_local(global_idx: torch.Tensor, rank: int, world: int, interleave: int = 1) -> torch.Tensor:
-    """Local index on ``rank`` of each global token; -1 for -1 and for tokens another rank holds."""
+    """Local index on ``rank`` of each global token, int32; -1 for -1 and for tokens another rank
+    holds. The local index must fit int32 (as ``local_to_global``'s result does); not checked."""
     _check_placement(rank, world, interleave)
     _check_index_tensor("global_idx", global_idx)
     t = global_idx.to(torch.int64)
@@ -58,18 +59,23 @@ def merge_topk(
     """The global top-k from every rank's local top-k candidates.
 
     values: float32 [rows, k_local]; global_indices: int32 [rows, k_local] (-1 where a rank had
-    fewer keys, with value -inf). All ranks pass the same shapes. The candidates are all-gathered
+    fewer keys, with value -inf); k_local >= k (``select_topk`` with the same k gives that). All
+    ranks pass the same shapes. The candidates are all-gathered
     through ``torch.distributed`` and the top-k of the union is taken: value first, ties to the
     lower global index, NaN lowest, -inf / -1 where fewer than k exist. Sorted.
 
     Exact: a member of the global top-k is in its owner's local top-k, because every key that
     outranks it on that rank also outranks it globally, and ranks order ties by local index,
-    which follows global order within a rank. So the union of the local top-k lists (each of
-    length >= k, or holding all of a rank's keys) contains the global top-k.
+    which follows global order within a rank. So the union of the local top-k lists contains
+    the global top-k. With k_local < k a rank's (k_local + 1)-th key could belong to it, so that
+    is refused (from the shapes: the lists themselves are not read).
     """
     check_tensor("values", values, dtypes=(torch.float32,), shape=("rows", "k_local"))
     check_tensor("global_indices", global_indices, dtypes=(torch.int32,), shape=tuple(values.shape), device=values.device)
     check_int("k", k, minimum=1)
+    if values.shape[1] < k:
+        raise ValueError(f"values: expected at least k={k} candidates per row (each rank's local top-k with "
+                         f"k_local >= k), got {describe(values)}")
     world = dist.get_world_size(group)
     rows, k_local = values.shape
     # Ranks concatenated along dim 0 (the form gloo and NCCL both take).

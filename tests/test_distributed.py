@@ -41,6 +41,14 @@ def test_placement_rejects():
         global_to_local([1, 2], 0, 2, 1)
 
 
+def test_merge_refuses_fewer_candidates_than_k():
+    """Local lists shorter than k could miss a member of the global top-k: refused from the
+    shapes, before any collective."""
+    values, indices = torch.zeros(2, 3), torch.zeros(2, 3, dtype=torch.int32)
+    with pytest.raises(ValueError, match="values: expected at least k=4 candidates per row"):
+        merge_topk(values, indices, 4)
+
+
 def global_problem(seed=7, rows=6, tokens=900):
     g = torch.Generator().manual_seed(seed)
     logits = torch.randn(rows, tokens, generator=g)

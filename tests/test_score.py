@@ -122,17 +122,28 @@ def test_score_functional_matches_out_variant(backend_device, gen):
     assert torch.equal(a[valid], b[valid])
 
 
-def test_rows_longer_than_the_block_table(backend_device, gen):
+@pytest.mark.parametrize("past_int32", [False, True])
+def test_rows_longer_than_the_block_table(past_int32, backend_device, gen):
     """row_ends past the block table's width (a context longer than the pages given): the keys
     end at the width, exactly as with row_ends cut there; nothing is read past a request's
     block-table row and nothing is written past an output row (the rows after ``out`` stay
     untouched). Ten one-row requests, so that programs share requests and a schedule that
-    counted the pages past the width would shift every later share."""
+    counted the pages past the width would shift every later share. ``past_int32``: int64 ends
+    of 2**32 + 1 (which an int32 narrowing reads as 1: one tile) and one below -2**31 (as 5), over
+    9 pages (more than one tile of the schedule's units)."""
     backend, device = backend_device
     seq_lens = [330, 150, 100, 300, 20, 180, 330, 64, 129, 190]
-    case = scoring_case(gen, device, heads=16, query_lens=[1] * 10, seq_lens=seq_lens, pages_per_request=3)
+    if past_int32:
+        seq_lens = [700 if n > 150 else 3 * n for n in seq_lens]
+    case = scoring_case(gen, device, heads=16, query_lens=[1] * 10, seq_lens=seq_lens,
+                        pages_per_request=9 if past_int32 else 3)
     width = case["block_table"].shape[1] * 64
     assert case["row_ends"].max() > width  # the case is what it says
+    if past_int32:
+        ends = case["row_ends"].to(torch.int64)
+        ends = torch.where(ends > width, 2**32 + 1, ends)
+        ends[4] = -(2**32) + 5
+        case["row_ends"] = ends
     query = fp4.quantize_queries(case["q"], backend=backend)
     rows = case["q"].shape[0]
     args = (query, case["cache"], case["weights"], case["block_table"], case["query_starts"])

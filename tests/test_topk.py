@@ -264,12 +264,12 @@ def test_topk_nan_below_minus_inf_whatever_its_payload(backend_device, gen):
 
 
 def test_topk_row_ends_past_int32(backend_device, gen):
-    """int64 row ends at and past 2**31 (and far past the width) cover the whole row: the kernel
-    clamps them to the width before narrowing to int32."""
+    """int64 row ends at and past 2**31 (and far past the width) cover the whole row, and ends
+    below -2**31 none of it: the kernel clamps them to [0, width] before narrowing to int32."""
     backend, device = backend_device
     width = 260
-    logits = torch.randn(4, width, generator=gen)
-    row_ends = torch.tensor([2**32 + 5, 2**31, width + 100, 2**40], dtype=torch.int64)
+    logits = torch.randn(6, width, generator=gen)
+    row_ends = torch.tensor([2**32 + 5, 2**31, width + 100, 2**40, -(2**32) + 5, -(2**31) - 1], dtype=torch.int64)
     values, indices = fp4.select_topk(logits.to(device), row_ends.to(device), 20, backend=backend)
     assert_same_selection(logits, row_ends, 20, values, indices)
     if backend == "triton":

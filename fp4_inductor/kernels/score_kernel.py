@@ -263,8 +263,17 @@ def request_units(query_starts_ptr, row_ends_ptr, first, requests, width, num_ro
     rows = tl.minimum(tl.load(query_starts_ptr + request + 1, mask=inside, other=0).to(tl.int32), num_rows) - start
     longest = tl.zeros((CHUNK,), dtype=tl.int32)
     for i in range(0, tl.max(rows, axis=0)):
-        longest = tl.maximum(longest, tl.load(row_ends_ptr + start + i, mask=i < rows, other=0).to(tl.int32))
+        longest = tl.maximum(longest, narrow_end(tl.load(row_ends_ptr + start + i, mask=i < rows, other=0), width))
     return tl.cdiv(tl.minimum(longest, width), 64 * UNIT_PAGES)
+
+
+@triton.jit
+def narrow_end(end, width):
+    """A row end loaded from ``row_ends`` as int32: an int64 one clamped to [0, width] first, so
+    that an end past 2**31 (or below -2**31) does not wrap (int32 ends compile as before)."""
+    if end.dtype == tl.int64:
+        end = tl.minimum(tl.maximum(end, 0), width)
+    return end.to(tl.int32)
 
 
 @triton.jit
@@ -396,7 +405,7 @@ def score_share(
         start = tl.minimum(tl.load(query_starts_ptr + request), num_rows)
         longest = 0
         for i in range(0, tl.minimum(tl.load(query_starts_ptr + request + 1), num_rows) - start):
-            longest = tl.maximum(longest, tl.load(row_ends_ptr + start + i).to(tl.int32))
+            longest = tl.maximum(longest, narrow_end(tl.load(row_ends_ptr + start + i), width))
         units = tl.cdiv(tl.minimum(longest, width), 64 * SHARE_PAGES)
         first_page = (first_unit + SETUP_UNITS) * SHARE_PAGES
         fewest = score_request(
