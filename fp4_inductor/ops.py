@@ -304,7 +304,9 @@ def store_keys(keys: Tensor, cache: Tensor, slots: Tensor, *, backend: Optional[
     cache: uint8 [pages, 64, 68], strides (S, 68, 1), S >= 4352 (a merged-page section).
     slots: int32/int64 [n], ``page * 64 + token``. Slots outside ``[0, pages * 64)``
         (negative: padding) are skipped; this is not an error, since the values are
-        not read on the host. Two rows with one slot: either may win.
+        not read on the host. Give each key its own slot: with two rows on one slot, the
+        reference keeps the last row, and the Triton kernel leaves the slot's 68 bytes unspecified
+        (they may mix the rows; finding duplicates would cost a sort per call).
     Invalid shapes, dtypes, strides or devices raise before any byte is written.
     """
     if not _schema_ok(keys, cache, slots):

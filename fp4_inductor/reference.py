@@ -64,19 +64,37 @@ def quantize_fp4(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def dequantize_fp4(payload: torch.Tensor, scales: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """payload uint8 [..., 64], scales uint8 [..., 4] -> dtype [..., 128] (scale 255 -> NaN)."""
-    table = torch.tensor(F.E2M1_VALUES, dtype=dtype, device=payload.device)
+    """payload uint8 [..., 64], scales uint8 [..., 4] -> dtype [..., 128] (scale 255 -> NaN).
+
+    The products are exact in float32 (float64 for a float64 result) and rounded to ``dtype``
+    once: a scale taken to float16 first would overflow or flush where the product does not."""
+    exact = torch.float64 if dtype == torch.float64 else torch.float32
+    table = torch.tensor(F.E2M1_VALUES, dtype=exact, device=payload.device)
     table = torch.cat([table, -table])
     nibbles = torch.stack([payload & 15, payload >> 4], dim=-1).flatten(-2).long()
     values = table[nibbles].unflatten(-1, (F.GROUPS, F.GROUP_SIZE))
     exponent = scales.to(torch.float64) - F.UE8M0_BIAS
-    scale = torch.where(scales == F.UE8M0_NAN, torch.nan, torch.pow(2.0, exponent)).to(dtype)
-    return (values * scale.unsqueeze(-1)).flatten(-2)
+    scale = torch.where(scales == F.UE8M0_NAN, torch.nan, torch.pow(2.0, exponent)).to(exact)
+    return (values * scale.unsqueeze(-1)).flatten(-2).to(dtype)
 
 
 def _scale_position() -> torch.Tensor:
     t = torch.arange(F.PAGE_TOKENS)
     return (t % 16) * 4 + t // 16
+
+
+def last_with_same_slot(slots: torch.Tensor) -> torch.Tensor:
+    """int64 [n]: for each row, the last row holding the same slot (fixed shapes, no host read)."""
+    n = slots.shape[0]
+    rows = torch.arange(n, device=slots.device)
+    ordered, order = torch.sort(slots, stable=True)  # a slot's rows in row order
+    run_end = torch.ones(n, dtype=torch.bool, device=slots.device)
+    run_end[:-1] = ordered[:-1] != ordered[1:]
+    # Each sorted position's run end: the first run end at or after it.
+    end_at = torch.flip(torch.cummin(torch.flip(torch.where(run_end, rows, n), [0]), 0).values, [0])
+    winner = torch.empty_like(rows)
+    winner[order] = order[end_at]
+    return winner
 
 
 def store_keys(keys: torch.Tensor, cache: torch.Tensor, slots: torch.Tensor) -> None:
@@ -90,12 +108,14 @@ def store_keys(keys: torch.Tensor, cache: torch.Tensor, slots: torch.Tensor) -> 
     new_payload = new_payload.view(n, F.GROUPS, F.GROUP_BYTES)
     slots = slots.to(torch.int64)
     valid = (slots >= 0) & (slots < pages * F.PAGE_TOKENS)
-    # Skipped rows must write somewhere without a host read: they repeat the
-    # first valid row (same target, same bytes), or rewrite slot 0 with the
-    # bytes it already holds when no row is valid.
-    first = valid.to(torch.int32).argmax()
+    # Every write to a slot carries the same bytes, so no write order (index_put_ splits a write
+    # across threads) can mix rows: rows sharing a slot take the last one's bytes, and skipped
+    # rows repeat the first valid row's write, or rewrite slot 0 with the bytes it already holds
+    # when no row is valid. No host read.
+    winner = last_with_same_slot(torch.where(valid, slots, -1))
+    first = valid.to(torch.int32).argmax().view(1)  # [1]: a 0-d tensor index would be read on the host
     any_valid = valid.any()
-    source = torch.where(valid, torch.arange(n, device=keys.device), first)
+    source = torch.where(valid, winner, winner[first])
     slot = torch.where(any_valid, slots[source], 0)
     page, token = slot // F.PAGE_TOKENS, slot % F.PAGE_TOKENS
     position = _scale_position().to(keys.device)[token]

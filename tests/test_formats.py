@@ -144,6 +144,35 @@ def test_store_keys_backend_bit_exact(backend_device, gen):
     assert diff.numel() == 0, f"{len(diff)} bytes differ, first at [page, byte] {diff[0].tolist()}"
 
 
+def test_reference_store_keeps_the_last_row_of_a_slot(gen):
+    """Rows sharing a slot (and padding rows among them): the reference writes the last row's 68
+    bytes, whatever the thread count. Its index_put_ split the payload write across threads, so
+    a slot could get one row's payload and another's scales (keys 2**35 apart here)."""
+    pages, n = 2, 200
+    buffer = torch.randint(0, 256, (pages + 1, F.SECTION_BYTES), generator=gen, dtype=torch.uint8)
+    expected = buffer.clone()
+    keys = random_keys(n, gen) * torch.exp2(torch.arange(n) % 40 - 20.0)[:, None]
+    slots = torch.randint(-2, 6, (n,), generator=gen)
+    slots[::7] = pages * 64 + 1
+    for r in range(n):  # one row at a time, in order: the last row of a slot wins
+        store_by_offsets(expected, 0, pages, keys[r : r + 1], slots[r : r + 1])
+    reference.store_keys(keys, fp4.index_section(buffer[:pages], 0), slots)
+    assert torch.equal(buffer, expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_dequantize_rounds_once(dtype, gen):
+    """Each value is the exact product rounded to ``dtype`` once: with the scale taken to float16
+    first, a scale of 2**16 or more became inf (a zero element NaN) and one below 2**-24 zero."""
+    pages, cache = fp4.allocate_merged_cache(1)
+    keys = random_keys(4, gen) * torch.tensor([2.0**18, 2.0**-26, 1.0, 2.0**-140])[:, None]
+    keys[:, :5] = 0.0
+    reference.store_keys(keys, cache, torch.arange(4))
+    exact = fp4.dequantize_pages(cache, torch.tensor([0]), torch.float64)
+    got = fp4.dequantize_pages(cache, torch.tensor([0]), dtype)
+    assert torch.equal(got, exact.to(dtype))
+
+
 def test_store_keys_all_padding_writes_nothing(backend_device, gen):
     backend, device = backend_device
     buffer, cache = merged_cache(2, device, gen=gen)
