@@ -183,6 +183,24 @@ def test_fp4_indexer_rejects_bad_configuration(kwargs, match):
         FP4Indexer(96, 48, num_pages=4, dtype=torch.float32, **{"heads": 16, **kwargs})
 
 
+def test_reference_indexer_keeps_the_last_key_of_a_slot(gen):
+    """Rows sharing a slot, padding rows among them: each slot holds its last row's key (every
+    write to a slot carries it), not whichever of the competing writes landed last."""
+    torch.manual_seed(0)
+    indexer = ReferenceIndexer(96, 48, num_pages=2, heads=16, topk=8)
+    n = 200
+    slots = torch.randint(-2, 4, (n,), generator=gen)
+    x, q_lora = torch.randn(n, 96, generator=gen).bfloat16(), torch.randn(n, 48, generator=gen).bfloat16()
+    with torch.no_grad():
+        _, keys, _ = indexer.project(x, q_lora)
+        indexer(x, q_lora, slots, torch.tensor([[0, 1]], dtype=torch.int32), torch.tensor([128]), torch.tensor([n]), n)
+    flat = indexer.key_cache.view(-1, 128)
+    for slot in range(4):
+        last = max(r for r in range(n) if slots[r] == slot)
+        assert torch.equal(flat[slot], keys[last].to(flat.dtype)), f"slot {slot}"
+    assert not flat[4:].any()
+
+
 def test_swap_indexers_refuses_an_indexer_as_the_model():
     """The root cannot be replaced in place: swapping a bare indexer did nothing and said nothing."""
     indexer = ReferenceIndexer(96, 48, num_pages=4, heads=16, topk=8)
