@@ -23,7 +23,7 @@ from .layout import allocate_merged_cache, check_cache, check_head_count, index_
 from ._op_checks import check_decode_step
 from .ops import check_backend, decode_layout, quantize_queries, score_paged, select_topk, store_keys
 from .rotation import hadamard_matrix
-from .reference import last_with_same_slot
+from .reference import write_sources
 
 
 class IndexerProjections(nn.Module):
@@ -79,17 +79,12 @@ class ReferenceIndexer(IndexerProjections):
         q, k, w = self.project(x, q_lora)
         flat = self.key_cache.view(-1, self.head_dim)
         valid = (slots >= 0) & (slots < flat.shape[0])
-        # No host read, no data-dependent shape: rows sharing a slot all write the last one's key,
-        # padding rows repeat the first valid row's write, or rewrite slot 0 with its own value
-        # when no row is valid. Every duplicate index then carries the same value, whichever
-        # write lands (index_put_ may split one across threads), as reference.store_keys does.
-        keys = k.to(flat.dtype)
-        winner = last_with_same_slot(torch.where(valid, slots, -1).long())
-        first = valid.to(torch.int8).argmax().unsqueeze(0)  # [1]: a tensor index, not a Python int
-        any_valid = valid[first]
-        source = torch.where(valid, winner, winner[first])
+        # As reference.store_keys writes: every duplicate index carries the same value (the last
+        # row of a slot, padding rows the first valid row's write), or slot 0 its own value when
+        # no row is valid.
+        source, any_valid = write_sources(slots.long(), valid)
         target = torch.where(any_valid, slots[source], 0).long()
-        flat.index_put_((target,), torch.where(any_valid.unsqueeze(1), keys[source], flat[target]))
+        flat.index_put_((target,), torch.where(any_valid, k.to(flat.dtype)[source], flat[target]))
         query_starts, row_ends = decode_layout(seq_lens, query_lens, q.shape[0])
         request = torch.searchsorted(query_starts[1:].long(), torch.arange(q.shape[0], device=q.device), right=True)
         request = request.clamp(max=block_table.shape[0] - 1)

@@ -97,6 +97,18 @@ def last_with_same_slot(slots: torch.Tensor) -> torch.Tensor:
     return winner
 
 
+def write_sources(slots: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(source int64 [n], any valid: bool 0-d) for a scatter of n rows to ``slots`` int64 [n]
+    where ``valid`` [n], with no host read and no data-dependent shape: row i writes row
+    source[i]'s data to slot slots[source[i]]. Every write to a slot then carries the same bytes,
+    so no write order (index_put_ splits a write across threads) can mix rows: rows sharing a
+    slot take the last one's data, and skipped rows repeat the first valid row's write. With no
+    valid row the caller rewrites some slot with what it already holds."""
+    winner = last_with_same_slot(torch.where(valid, slots, -1))
+    first = valid.to(torch.int32).argmax().view(1)  # [1]: a 0-d tensor index would be read on the host
+    return torch.where(valid, winner, winner[first]), valid.any()
+
+
 def store_keys(keys: torch.Tensor, cache: torch.Tensor, slots: torch.Tensor) -> None:
     """Quantize ``keys`` float [n, 128] into ``cache`` at ``slots`` [n]; slots outside
     ``[0, pages * 64)`` (negative: padding) are skipped."""
@@ -108,14 +120,8 @@ def store_keys(keys: torch.Tensor, cache: torch.Tensor, slots: torch.Tensor) -> 
     new_payload = new_payload.view(n, F.GROUPS, F.GROUP_BYTES)
     slots = slots.to(torch.int64)
     valid = (slots >= 0) & (slots < pages * F.PAGE_TOKENS)
-    # Every write to a slot carries the same bytes, so no write order (index_put_ splits a write
-    # across threads) can mix rows: rows sharing a slot take the last one's bytes, and skipped
-    # rows repeat the first valid row's write, or rewrite slot 0 with the bytes it already holds
-    # when no row is valid. No host read.
-    winner = last_with_same_slot(torch.where(valid, slots, -1))
-    first = valid.to(torch.int32).argmax().view(1)  # [1]: a 0-d tensor index would be read on the host
-    any_valid = valid.any()
-    source = torch.where(valid, winner, winner[first])
+    source, any_valid = write_sources(slots, valid)
+    # With no valid row, slot 0 is rewritten with the bytes it already holds.
     slot = torch.where(any_valid, slots[source], 0)
     page, token = slot // F.PAGE_TOKENS, slot % F.PAGE_TOKENS
     position = _scale_position().to(keys.device)[token]

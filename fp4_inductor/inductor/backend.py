@@ -21,7 +21,7 @@ import torch
 from torch import fx
 
 from .. import formats as F
-from .._checks import INDEX_DTYPES, check_bool, check_int, check_size, check_tensor, describe
+from .._checks import INDEX_DTYPES, check_bool, check_int, check_size, check_tensor
 from ..ops import store_keys
 from .rewrite import find_indexers, mutates, rewrite
 
@@ -88,19 +88,18 @@ def write_keys(cache: torch.Tensor, keys: torch.Tensor, slots: torch.Tensor) -> 
     counts from the end). Without a shadow yet it is the plain assignment."""
     check_tensor("cache", cache, dtypes=(torch.float32, torch.bfloat16, torch.float16),
                  shape=("pages", F.PAGE_TOKENS, F.HEAD_DIM))
-    check_tensor("keys", keys, dtypes=(torch.float32, torch.bfloat16, torch.float16), shape=("n", F.HEAD_DIM))
-    check_tensor("slots", slots, dtypes=INDEX_DTYPES, shape=("n",))
+    check_tensor("keys", keys, dtypes=(torch.float32, torch.bfloat16, torch.float16), shape=("n", F.HEAD_DIM),
+                 device=cache.device)
+    check_tensor("slots", slots, dtypes=INDEX_DTYPES, shape=("n",), device=cache.device)
     check_size("slots", slots, 0, keys.shape[0], "one slot per key")
-    for name, t in (("keys", keys), ("slots", slots)):
-        if t.device != cache.device:
-            raise ValueError(f"{name}: expected a tensor on {cache.device} (where the cache is), got {describe(t)}")
     shadow = getattr(cache, _SHADOW_ATTR, None)
     current = shadow is not None and not untracked(cache) and shadow.version == cache._version
-    cache.view(-1, F.HEAD_DIM)[slots] = keys.to(cache.dtype)
+    keys = keys.to(cache.dtype)
+    cache.view(-1, F.HEAD_DIM)[slots] = keys
     if current:
         # The assignment's wrap of a negative slot (store_keys would skip it), as the rewrite does.
         tokens = cache.shape[0] * F.PAGE_TOKENS
-        store_keys(keys.to(cache.dtype), shadow.cache, torch.where(slots < 0, slots + tokens, slots))
+        store_keys(keys, shadow.cache, torch.where(slots < 0, slots + tokens, slots))
         shadow.version = cache._version
 
 

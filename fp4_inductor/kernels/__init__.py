@@ -6,11 +6,22 @@ import re
 
 import torch
 import triton
+import triton.language as tl
 from torch._subclasses.fake_tensor import is_fake
 
 # Triton's (major, minor), None for a version string that does not start with them (taken as new).
 _VERSION = re.match(r"(\d+)\.(\d+)", triton.__version__)
 TRITON_VERSION = None if _VERSION is None else (int(_VERSION.group(1)), int(_VERSION.group(2)))
+
+
+@triton.jit
+def narrow_end(end, width):
+    """A row end loaded from ``row_ends`` as int32: an int64 one clamped to [0, width] first, so
+    that an end past 2**31 (or below -2**31) does not wrap; an int32 one as loaded (the callers
+    clamp it to the width where they need to, and int32 launches compile as before)."""
+    if end.dtype == tl.int64:
+        end = tl.minimum(tl.maximum(end, 0), width)
+    return end.to(tl.int32)
 
 
 def cdiv(a, b):

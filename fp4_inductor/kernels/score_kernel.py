@@ -5,6 +5,7 @@ says which launches take which)."""
 import triton
 import triton.language as tl
 
+from . import narrow_end
 from .ptx import (PINGPONG_1, PINGPONG_8, PINGPONG_32, PINGPONG_FIRST, PINGPONG_LAST, PINGPONG_SIGNAL, PINGPONG_TRITON,
                   PINGPONG_WAIT, pingpong)
 from .score_math import (FOLD_LIMIT, exact_tile, float_query_operands, fold_classes, folded_logits, key_dot,
@@ -265,15 +266,6 @@ def request_units(query_starts_ptr, row_ends_ptr, first, requests, width, num_ro
     for i in range(0, tl.max(rows, axis=0)):
         longest = tl.maximum(longest, narrow_end(tl.load(row_ends_ptr + start + i, mask=i < rows, other=0), width))
     return tl.cdiv(tl.minimum(longest, width), 64 * UNIT_PAGES)
-
-
-@triton.jit
-def narrow_end(end, width):
-    """A row end loaded from ``row_ends`` as int32: an int64 one clamped to [0, width] first, so
-    that an end past 2**31 (or below -2**31) does not wrap (int32 ends compile as before)."""
-    if end.dtype == tl.int64:
-        end = tl.minimum(tl.maximum(end, 0), width)
-    return end.to(tl.int32)
 
 
 @triton.jit

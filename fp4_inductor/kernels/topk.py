@@ -48,7 +48,7 @@ import triton.language as tl
 from torch.library import wrap_triton
 
 from ..reference import order_keys
-from . import cdiv, next_power_of_2, sm_count
+from . import cdiv, narrow_end, next_power_of_2, sm_count
 from .topk_search import key_range, layout_column, next_entry, radix_select, radix_select_shared, select_key
 
 @triton.jit(do_not_specialize=["values_stride", "indices_stride", "out_stride"])
@@ -110,11 +110,7 @@ def topk_segment_kernel(
         valid = index >= 0
         count = tl.sum(valid.to(tl.int32), axis=0)
     else:
-        row_end = tl.load(row_ends_ptr + row)
-        if row_end.dtype == tl.int64:
-            # Clamped from below too before the narrowing: an end below -2**31 must not wrap positive.
-            row_end = tl.maximum(row_end, 0)
-        row_end = tl.minimum(row_end, width).to(tl.int32)
+        row_end = tl.minimum(narrow_end(tl.load(row_ends_ptr + row), width), width)
         valid = in_segment & (j < row_end)
         count = tl.minimum(tl.maximum(row_end - segment * segment_len, 0), segment_len)
     x = tl.load(values_ptr + row * values_stride + j, mask=in_segment, other=0.0)
