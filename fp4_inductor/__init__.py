@@ -7,6 +7,7 @@ from .layout import allocate_merged_cache, cache_views, decode_tile_size, index_
 from .modules import FP4Indexer, ReferenceIndexer, swap_indexers
 from .ops import (
     decode_layout,
+    decode_step,
     dequantize_pages,
     dequantize_queries,
     quantize_queries,
@@ -22,6 +23,7 @@ __all__ = [
     "allocate_merged_cache",
     "cache_views",
     "decode_layout",
+    "decode_step",
     "decode_tile_size",
     "dequantize_pages",
     "dequantize_queries",

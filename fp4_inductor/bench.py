@@ -249,14 +249,13 @@ def bench_topk(table: Table, rows: int, width: int, k: int, device):
 
 
 def bench_step(table: Table, requests: int, context: int, next_n: int, heads: int, k: int, device):
-    """The decode step (quantize queries, score, top-k) captured in one CUDA graph, against the
-    sum of its kernels timed one by one."""
+    """The decode step (``fp4.decode_step`` without keys to store: quantize queries, score, top-k)
+    captured in one CUDA graph, against the sum of its kernels timed one by one."""
     case = build_scoring_case(requests, context, next_n, heads, device)
     layout = (case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"], next_n)
 
     def step():
-        logits = fp4.score_paged(fp4.quantize_queries(case["q"]), *layout)
-        return fp4.select_topk(logits, case["row_ends"], k)
+        return fp4.decode_step(case["q"], *layout, k)
 
     query = fp4.quantize_queries(case["q"])
     logits = fp4.score_paged(query, *layout)

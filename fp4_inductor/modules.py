@@ -20,8 +20,7 @@ from torch import nn
 from . import formats as F
 from ._checks import INDEX_DTYPES, check_bool, check_int, check_size, check_tensor
 from .layout import allocate_merged_cache, check_cache, check_head_count, index_section
-from ._op_checks import check_decode_step
-from .ops import check_backend, decode_layout, quantize_queries, score_paged, select_topk, store_keys
+from .ops import QUERY_PRECISIONS, check_backend, decode_layout, decode_step, select_topk
 from .rotation import hadamard_matrix
 from .reference import write_sources
 
@@ -129,8 +128,8 @@ class FP4Indexer(IndexerProjections):
         rotate: bool = False,
     ):
         super().__init__(hidden_size, q_lora_rank, heads, head_dim, topk, softmax_scale, device, dtype)
-        if query_precision not in ("fp4", "bf16"):
-            raise ValueError(f"query_precision: expected 'fp4' or 'bf16', got {query_precision!r}")
+        if not isinstance(query_precision, str) or query_precision not in QUERY_PRECISIONS:
+            raise ValueError(f"query_precision: expected one of {QUERY_PRECISIONS}, got {query_precision!r}")
         check_bool("rotate", rotate)
         check_head_count(heads)
         check_backend(backend)
@@ -200,13 +199,8 @@ class FP4Indexer(IndexerProjections):
         # Every input checked before this step's keys are written.
         check_tensor("block_table", block_table, dtypes=INDEX_DTYPES, shape=("requests", "pages_per_request"))
         check_size("block_table", block_table, 0, query_lens.shape[0], "one row per request, from query_lens")
-        check_decode_step(k, self.index_cache, slots, q, w, block_table, query_starts, row_ends, max_query_len)
-        store_keys(k, self.index_cache, slots, backend=self.backend)
-        # "bf16": the higher-recall mode, same FP4 keys, queries not quantized.
-        query = quantize_queries(q, backend=self.backend) if self.query_precision == "fp4" else q
-        logits = score_paged(query, self.index_cache, w, block_table, query_starts, row_ends, max_query_len,
-                             backend=self.backend)
-        return select_topk(logits, row_ends, self.topk, backend=self.backend)[1]
+        return decode_step(q, self.index_cache, w, block_table, query_starts, row_ends, max_query_len, self.topk,
+                           keys=k, slots=slots, query_precision=self.query_precision, backend=self.backend)[1]
 
 
 def check_external_cache(index_cache: object, num_pages: int, page_bytes: Optional[int], index_offset: int) -> None:

@@ -20,8 +20,8 @@ from torch.library import triton_op
 
 from . import formats as F
 from . import reference
-from ._checks import INDEX_DTYPES, check_bool, check_dtype, describe
-from ._op_checks import (DEQUANTIZE_DTYPES, check_fp4_query, check_queries, check_score, check_score_bf16,
+from ._checks import INDEX_DTYPES, check_bool, check_dtype, check_int, describe
+from ._op_checks import (DEQUANTIZE_DTYPES, check_decode_step, check_fp4_query, check_queries, check_score, check_score_bf16,
                          check_score_out, check_store_keys, check_topk, logits_shape)
 from .layout import check_cache, check_layout_args, check_lengths, decode_layout_impl
 
@@ -390,6 +390,69 @@ def select_topk(
     check_bool("sorted", sorted)
     check_backend(backend)
     return torch.ops.fp4.select_topk(logits, row_ends, k, sorted, backend)
+
+
+QUERY_PRECISIONS = ("fp4", "bf16")
+
+
+def decode_step(
+    q: Tensor,
+    cache: Tensor,
+    weights: Tensor,
+    block_table: Tensor,
+    query_starts: Tensor,
+    row_ends: Tensor,
+    max_query_len: int,
+    k: int,
+    *,
+    keys: Optional[Tensor] = None,
+    slots: Optional[Tensor] = None,
+    query_precision: str = "fp4",
+    sorted: bool = False,
+    backend: Optional[str] = None,
+) -> tuple[Tensor, Tensor]:
+    """One indexer decode step in one call: this step's keys stored (``keys`` and ``slots``
+    given), the queries quantized, every row scored over the paged cache, its top-k selected.
+
+    q: float [rows, H, 128] (unquantized; H in {16, 32, 64}); cache, weights, block_table,
+    query_starts, row_ends, max_query_len: as ``score_paged`` takes them (``decode_layout``'s
+    tensors, made once per step and shared by every layer); k: Python int.
+    keys: float [n, 128] and slots: int [n] as ``store_keys`` takes them, both or neither.
+    query_precision: ``"fp4"`` (``quantize_queries``), or ``"bf16"``, the higher-recall mode
+    (same FP4 keys, queries scored unquantized).
+    backend: for every op; ``"aiter"`` scores with AITER and runs the other ops as ``None`` picks.
+
+    Returns ``select_topk``'s (values float32 [rows, k], indices int32 [rows, k]). Every argument
+    is checked before the cache is written; nothing is read on the host, so the step captures in
+    a CUDA graph, and under ``torch.compile`` each kernel lands in Inductor's code. With DCP the
+    indices are local (``row_ends`` from ``decode_layout(..., dcp_rank, dcp_world_size)``);
+    ``fp4_inductor.distributed.merge_topk`` gives the global top-k. The logits, float32
+    [rows, pages_per_request * 64], are scratch of the call (``decode_tile_size`` sizes row tiles
+    that keep them within a budget).
+    """
+    check_backend(backend)
+    if not isinstance(query_precision, str) or query_precision not in QUERY_PRECISIONS:
+        raise ValueError(f"query_precision: expected one of {QUERY_PRECISIONS}, got {query_precision!r}")
+    if backend == "aiter" and query_precision != "fp4":
+        raise ValueError(f"query_precision: expected 'fp4' with backend='aiter' (AITER scores FP4 queries), "
+                         f"got {query_precision!r}")
+    if (keys is None) != (slots is None):
+        raise ValueError(f"keys, slots: expected both or neither, got keys {describe(keys)} and slots {describe(slots)}")
+    # Every argument checked before this step's keys are written.
+    if keys is not None:
+        check_decode_step(keys, cache, slots, q, weights, block_table, query_starts, row_ends, max_query_len)
+    else:
+        check_score_bf16(q, cache, weights, block_table, query_starts, row_ends, max_query_len)
+    check_int("k", k, minimum=1)
+    check_bool("sorted", sorted)
+    if backend == "aiter" and keys is not None:
+        resolve_backend(backend, cache.device, "score_paged", offers_aiter=True)  # can it score here?
+    others = None if backend == "aiter" else backend
+    if keys is not None:
+        store_keys(keys, cache, slots, backend=others)
+    query = quantize_queries(q, backend=others) if query_precision == "fp4" else q
+    logits = score_paged(query, cache, weights, block_table, query_starts, row_ends, max_query_len, backend=backend)
+    return select_topk(logits, row_ends, k, sorted=sorted, backend=others)
 
 
 def decode_layout(

@@ -48,22 +48,40 @@ def run(step, inputs, k=32):
     return step(*[inputs[n] for n in keys], k=k, max_query_len=inputs["max_query_len"])
 
 
-def test_compiled_decode_step_equals_eager(gen):
-    inputs = step_inputs(gen, query_lens=[2, 1, 3], seq_lens=[300, 65, 190])
+def compiled_against_eager(gen, step, query_lens, seq_lens):
+    """``step`` compiled with fullgraph=True against the ops one by one in eager, each on its own
+    copy of the cache: the bytes stored equal, the top-k sets equal. Returns the generated code."""
+    inputs = step_inputs(gen, query_lens=query_lens, seq_lens=seq_lens)
     eager_inputs = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
     eager_inputs["cache"] = fp4.index_section(eager_inputs["buffer"], 1024)
     want_values, want_indices = run(decode_step, eager_inputs)
     torch._dynamo.reset()
-    compiled = torch.compile(decode_step, fullgraph=True)
+    compiled = torch.compile(step, fullgraph=True)
     (values, indices), codes = run_and_get_code(lambda: run(compiled, inputs))
+    assert torch.equal(inputs["buffer"], eager_inputs["buffer"]), "the compiled step stored different bytes"
+    assert torch.equal(torch.sort(indices, dim=1)[0], torch.sort(want_indices, dim=1)[0])
+    assert torch.equal(torch.sort(values, dim=1)[0], torch.sort(want_values, dim=1)[0])
+    return inputs, codes
+
+
+def test_compiled_decode_step_equals_eager(gen):
+    inputs, codes = compiled_against_eager(gen, decode_step, query_lens=[2, 1, 3], seq_lens=[300, 65, 190])
     # The index cache (gigabytes in production) is written in place, never cloned: Inductor
     # would allocate a buffer of its shape (or of the merged pages') to clone it.
     pages, page_bytes = inputs["buffer"].shape
     clone = re.compile(rf"empty_strided\w*\(\(({pages}, 64, 68|{pages}, {page_bytes}|{pages * page_bytes},\s*)\)")
     assert not clone.search("\n".join(codes))
-    assert torch.equal(inputs["buffer"], eager_inputs["buffer"]), "the compiled step stored different bytes"
-    assert torch.equal(torch.sort(indices, dim=1)[0], torch.sort(want_indices, dim=1)[0])
-    assert torch.equal(torch.sort(values, dim=1)[0], torch.sort(want_values, dim=1)[0])
+
+
+def fused_step(cache, new_keys, slots, q, weights, block_table, seq_lens, query_lens, k: int, max_query_len: int):
+    """The same step through fp4.decode_step."""
+    query_starts, row_ends = fp4.decode_layout(seq_lens, query_lens, q.shape[0])
+    return fp4.decode_step(q, cache, weights, block_table, query_starts, row_ends, max_query_len, k,
+                           keys=new_keys, slots=slots)
+
+
+def test_compiled_fused_step_equals_the_ops_in_eager(gen):
+    compiled_against_eager(gen, fused_step, query_lens=[1, 3, 2], seq_lens=[129, 300, 64])
 
 
 def test_decode_step_has_no_host_sync(gen):

@@ -125,7 +125,7 @@ def test_bf16_query_precision_raises_recall(gen):
         want = reference_model(*inputs)
         overlap = {p: mean_overlap(m(*inputs), want) for p, m in models.items()}
     assert overlap["bf16"] > overlap["fp4"], overlap
-    with pytest.raises(ValueError, match="query_precision: expected 'fp4' or 'bf16', got 'fp8'"):
+    with pytest.raises(ValueError, match=r"query_precision: expected one of \('fp4', 'bf16'\), got 'fp8'"):
         FP4Indexer(96, 48, num_pages=4, heads=16, query_precision="fp8")
 
 
