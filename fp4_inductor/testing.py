@@ -28,8 +28,18 @@ HOST_SYNC_OPS = frozenset(
         "aten::repeat_interleave",
         "aten::allclose",
         "aten::_assert_async",
+        "aten::bincount",
     ]
 )
+
+# Indexing ops, flagged when an index is a boolean (or uint8) mask: its nonzero runs inside the
+# op, below this mode, and the result's shape depends on the data (``x[mask]``, ``x[mask] = v``).
+INDEX_OPS = frozenset(["aten::index", "aten::index_put_", "aten::index_put", "aten::_index_put_impl_"])
+
+
+def mask_indexed(args: tuple) -> bool:
+    indices = args[1] if len(args) > 1 else ()
+    return any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in indices)
 
 
 # Copies, flagged when they bring a tensor that is not on the CPU to the CPU (``.cpu()``,
@@ -70,6 +80,8 @@ class forbid_host_sync(TorchDispatchMode):
         name = func._schema.name
         if name in HOST_SYNC_OPS:
             raise HostSyncError(f"{name} reads device data on the host (or has a data-dependent shape)")
+        if name in INDEX_OPS and mask_indexed(args):
+            raise HostSyncError(f"{name} with a boolean mask index has a data-dependent shape (a nonzero inside)")
         if name in COPY_OPS and copies_to_host(name, args, kwargs):
             raise HostSyncError(f"{name} copies device data to the host")
         if name.startswith("fp4::"):

@@ -103,6 +103,20 @@ def test_forbid_host_sync_catches_item(gen):
             run(step_with_item, inputs)
 
 
+def test_forbid_host_sync_catches_mask_indexing_and_bincount():
+    """A boolean-mask index runs its nonzero inside the index op, below the mode: the index ops
+    are flagged for a mask (read and write), and bincount for its data-dependent size; an integer
+    index and torch.where are not."""
+    x, mask = torch.arange(6.0), torch.tensor([True, False] * 3)
+    for op in (lambda: x[mask], lambda: x.clone().__setitem__(mask, 0.0), lambda: x[mask.to(torch.uint8).bool()],
+               lambda: x.clone().index_put_((mask,), torch.tensor(1.0)), lambda: torch.bincount(torch.tensor([1, 3]))):
+        with pytest.raises(HostSyncError, match="boolean mask|bincount"):
+            with forbid_host_sync():
+                op()
+    with forbid_host_sync():
+        x[torch.tensor([0, 2])], torch.where(mask, x, 0.0), x.clone().index_put_((torch.tensor([1]),), x[:1])
+
+
 def test_forbid_host_sync_catches_copies_to_the_host():
     """``.cpu()``, ``.to("cpu")`` and a copy into a CPU tensor of a tensor that is not on the CPU
     (here "meta", standing in for a GPU) raise; copies that stay on the CPU, or leave it, do not."""
