@@ -137,7 +137,9 @@ def decode_layout_impl(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     device = query_lens.device
     requests = query_lens.shape[0]
-    query_lens = query_lens.to(torch.int64)
+    # A negative length (not read on the host, so not refused) counts as no rows: query_starts
+    # stays ascending.
+    query_lens = query_lens.to(torch.int64).clamp(min=0)
     seq_lens = seq_lens[:requests].to(torch.int64)
     query_ends = torch.cumsum(query_lens, 0)
     query_starts = torch.nn.functional.pad(query_ends, (1, 0))
@@ -157,7 +159,9 @@ def decode_layout_impl(
     row_ends = torch.where(in_batch, row_ends, 0)
     # With fewer rows than the requests ask for, the rows past num_rows do not exist: clamped,
     # query_starts never sends a kernel past the last row.
-    return query_starts.clamp(max=num_rows).to(torch.int32), row_ends.to(torch.int32)
+    # An end past int32 saturates (every key of the row: the kernels cut it to the width) instead
+    # of wrapping.
+    return query_starts.clamp(max=num_rows).to(torch.int32), row_ends.clamp(max=torch.iinfo(torch.int32).max).to(torch.int32)
 
 
 def check_head_count(heads: int) -> None:

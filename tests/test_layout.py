@@ -46,6 +46,20 @@ def test_decode_layout_ranks_partition_keys(gen):
     assert total.tolist() == fp4.decode_layout(seq_lens, query_lens, 6)[1].tolist()
 
 
+def test_decode_layout_saturates_ends_past_int32_and_drops_negative_query_lens():
+    """row_ends are int32: an int64 sequence past 2**31 keys saturates at 2**31 - 1 (every key
+    of the row, as the kernels clamp it to the width) instead of wrapping (2**32 + 5 read as 5).
+    A negative query length (not read on the host, so not refused) counts as no rows, keeping
+    query_starts ascending."""
+    seq_lens = torch.tensor([2**31 + 5, 2**32 + 5, 40], dtype=torch.int64)
+    starts, ends = fp4.decode_layout(seq_lens, torch.tensor([1, 2, 1]), 4)
+    assert starts.tolist() == [0, 1, 3, 4]
+    assert ends.tolist() == [2**31 - 1, 2**31 - 1, 2**31 - 1, 40]
+    starts, ends = fp4.decode_layout(torch.tensor([10, 20, 30]), torch.tensor([2, -3, 1]), 4)
+    assert starts.tolist() == [0, 2, 2, 3]
+    assert ends.tolist() == [9, 10, 30, 0]
+
+
 def test_decode_layout_extra_seq_lens_and_no_rows():
     starts, ends = fp4.decode_layout(torch.tensor([10, 20, 30]), torch.tensor([1, 2]), 0)
     assert starts.tolist() == [0, 0, 0] and ends.shape == (0,)  # no rows: every request is empty

@@ -13,7 +13,7 @@ def reference_sets(logits, row_ends, k):
     desc, NaN last, index asc)."""
     out = []
     for r in range(logits.shape[0]):
-        n = min(int(row_ends[r]), logits.shape[1])
+        n = max(0, min(int(row_ends[r]), logits.shape[1]))  # a negative end: no keys (not a slice from the end)
         entries = [(float(v), j) for j, v in enumerate(logits[r, :n].tolist())]
         entries.sort(key=lambda e: (e[0] != e[0], -e[0] if e[0] == e[0] else 0.0, e[1]))
         out.append([j for _, j in entries[:k]])
@@ -263,20 +263,29 @@ def test_topk_nan_below_minus_inf_whatever_its_payload(backend_device, gen):
             assert_same_selection(logits, row_ends, k, values, indices)
 
 
-def test_topk_row_ends_past_int32(backend_device, gen):
-    """int64 row ends at and past 2**31 (and far past the width) cover the whole row, and ends
-    below -2**31 none of it: the kernel clamps them to [0, width] before narrowing to int32."""
+@pytest.mark.parametrize(
+    "ends, dtype, width, k",
+    [
+        # int64 ends at and past 2**31 (and far past the width) cover the whole row, and ends
+        # below -2**31 none of it: the kernel clamps them to [0, width] before narrowing to int32.
+        ([2**32 + 5, 2**31, 260 + 100, 2**40, -(2**32) + 5, -(2**31) - 1], torch.int64, 260, 20),
+        # int32 ends at and near -2**31 select nothing in any segment: a later segment's
+        # ``end - segment * length`` wrapped positive and selected uninitialized entries.
+        ([-(2**31), -(2**31) + 100, -1, 150], torch.int32, 300, 4),
+    ],
+    ids=["int64-past-int32", "int32-near-the-lowest"],
+)
+def test_topk_row_ends_at_the_integer_limits(ends, dtype, width, k, backend_device, gen):
     backend, device = backend_device
-    width = 260
-    logits = torch.randn(6, width, generator=gen)
-    row_ends = torch.tensor([2**32 + 5, 2**31, width + 100, 2**40, -(2**32) + 5, -(2**31) - 1], dtype=torch.int64)
-    values, indices = fp4.select_topk(logits.to(device), row_ends.to(device), 20, backend=backend)
-    assert_same_selection(logits, row_ends, 20, values, indices)
+    logits = torch.randn(len(ends), width, generator=gen)
+    row_ends = torch.tensor(ends, dtype=dtype)
+    values, indices = fp4.select_topk(logits.to(device), row_ends.to(device), k, backend=backend)
+    assert_same_selection(logits, row_ends, k, values, indices)
     if backend == "triton":
         from fp4_inductor.kernels.topk import launch_select_topk
 
-        values, indices = launch_select_topk(logits.to(device), row_ends.to(device), 20, False, segment=64)
-        assert_same_selection(logits, row_ends, 20, values, indices)
+        values, indices = launch_select_topk(logits.to(device), row_ends.to(device), k, False, segment=64)
+        assert_same_selection(logits, row_ends, k, values, indices)
 
 
 def test_topk_compaction_over_many_rows_per_thread(backend_device, gen):

@@ -24,6 +24,14 @@ def narrow_end(end, width):
     return end.to(tl.int32)
 
 
+@triton.jit
+def row_bound(start, num_rows):
+    """An entry of ``query_starts`` as int32 in [0, num_rows]: a request's rows start and end
+    within the launch's rows whatever the entry says (a negative one would send its request's
+    stores before ``out``; an int64 one past 2**31 would wrap when narrowed)."""
+    return tl.minimum(tl.maximum(start, 0), num_rows).to(tl.int32)
+
+
 def cdiv(a, b):
     """``ceil(a / b)`` for b > 0, of ints or SymInts (``triton.cdiv`` in host code costs a few
     microseconds per call through its constexpr wrapper)."""

@@ -5,7 +5,7 @@ says which launches take which)."""
 import triton
 import triton.language as tl
 
-from . import narrow_end
+from . import narrow_end, row_bound
 from .ptx import (PINGPONG_1, PINGPONG_8, PINGPONG_32, PINGPONG_FIRST, PINGPONG_LAST, PINGPONG_SIGNAL, PINGPONG_TRITON,
                   PINGPONG_WAIT, pingpong)
 from .score_math import (FOLD_LIMIT, exact_tile, float_query_operands, fold_classes, folded_logits, key_dot,
@@ -28,11 +28,11 @@ def score_request(
     program_id(1) on, in steps of num_programs(1)); returns ``fewest`` (MODE 1), updated."""
     N: tl.constexpr = ROWS * HEADS
     M: tl.constexpr = 64 * TILE_PAGES
-    # Rows end at the launch's last row, whatever query_starts says. (Written out here, in
-    # request_units and in the kernel's per-request loop: with one @triton.jit helper for the
-    # three, Inductor's analysis (torch 2.13) reports query_starts and row_ends as written.)
-    request_start = tl.minimum(tl.load(query_starts_ptr + request), num_rows)
-    request_rows = tl.minimum(tl.load(query_starts_ptr + request + 1), num_rows) - request_start
+    # Rows lie within the launch's, whatever query_starts says. (The loads written out here, in
+    # request_units and in the kernel's per-request loop: with one @triton.jit helper taking the
+    # pointer, Inductor's analysis (torch 2.13) reports query_starts and row_ends as written.)
+    request_start = row_bound(tl.load(query_starts_ptr + request), num_rows)
+    request_rows = row_bound(tl.load(query_starts_ptr + request + 1), num_rows) - request_start
     # Row blocks beyond the launch's (sized from max_query_len) are taken in turn by the
     # same programs: the hint sets the launch shape, never which rows get scored.
     for row_block in range(tl.program_id(1), tl.cdiv(request_rows, ROWS), tl.num_programs(1)):
@@ -260,8 +260,8 @@ def request_units(query_starts_ptr, row_ends_ptr, first, requests, width, num_ro
     the launch's ``num_rows``), in whole units of UNIT_PAGES pages."""
     request = first + tl.arange(0, CHUNK)
     inside = request < requests
-    start = tl.minimum(tl.load(query_starts_ptr + request, mask=inside, other=0).to(tl.int32), num_rows)
-    rows = tl.minimum(tl.load(query_starts_ptr + request + 1, mask=inside, other=0).to(tl.int32), num_rows) - start
+    start = row_bound(tl.load(query_starts_ptr + request, mask=inside, other=0), num_rows)
+    rows = row_bound(tl.load(query_starts_ptr + request + 1, mask=inside, other=0), num_rows) - start
     longest = tl.zeros((CHUNK,), dtype=tl.int32)
     for i in range(0, tl.max(rows, axis=0)):
         longest = tl.maximum(longest, narrow_end(tl.load(row_ends_ptr + start + i, mask=i < rows, other=0), width))
@@ -394,9 +394,9 @@ def score_share(
         seen += tl.sum(units, axis=0)
     # ``first_unit``: where the request's units start; its pages start SETUP_UNITS later.
     while (request < requests) & (first_unit < end):
-        start = tl.minimum(tl.load(query_starts_ptr + request), num_rows)
+        start = row_bound(tl.load(query_starts_ptr + request), num_rows)
         longest = 0
-        for i in range(0, tl.minimum(tl.load(query_starts_ptr + request + 1), num_rows) - start):
+        for i in range(0, row_bound(tl.load(query_starts_ptr + request + 1), num_rows) - start):
             longest = tl.maximum(longest, narrow_end(tl.load(row_ends_ptr + start + i), width))
         units = tl.cdiv(tl.minimum(longest, width), 64 * SHARE_PAGES)
         first_page = (first_unit + SETUP_UNITS) * SHARE_PAGES

@@ -112,7 +112,10 @@ def topk_segment_kernel(
     else:
         row_end = tl.minimum(narrow_end(tl.load(row_ends_ptr + row), width), width)
         valid = in_segment & (j < row_end)
-        count = tl.minimum(tl.maximum(row_end - segment * segment_len, 0), segment_len)
+        # Compared before subtracting: an int32 end near -2**31 would wrap positive in a later
+        # segment's difference.
+        start = segment * segment_len
+        count = tl.where(row_end > start, tl.minimum(row_end - start, segment_len), 0)
     x = tl.load(values_ptr + row * values_stride + j, mask=in_segment, other=0.0)
     take = tl.minimum(count, k)
     out = row * out_stride + segment * k
