@@ -57,7 +57,7 @@ class StandIn:
         assert kv_cache.stride(0) % 16 == 0 and kv_scale.stride(0) % 16 == 0, "16-byte DMA loads"
         assert block_tables.dtype == torch.int32 and block_tables.shape[0] == batch and block_tables.stride(1) == 1
         assert weights.dtype == torch.bfloat16 and weights.shape == (batch * next_n, heads) and weights.is_contiguous()
-        assert context_lens.dtype == torch.int32 and context_lens.shape == (batch,)
+        assert context_lens.dtype == torch.int32 and context_lens.shape == (batch,) and context_lens.is_contiguous()
         assert out is not None and out.dtype == torch.float32 and out.stride(1) == 1
         assert out.shape[0] == batch * next_n and out.shape[1] >= max_seq_len
         assert cta_info is None and total_ctas is None, "the internal (graph-safe) schedule"
@@ -139,6 +139,29 @@ def test_contract_adapter_reads_merged_pages_in_place(monkeypatch, gen):
     valid = reference.valid_region(case["query_starts"], case["row_ends"], width)
     worst = ((out.double() - want).abs() / scale.clamp_min(1e-30))[valid].max()
     assert worst < 1e-5, f"elementwise relative error {worst:.2e}"
+
+
+def test_contract_strided_inputs_reach_aiter_dense(monkeypatch, gen):
+    """The ops take queries, weights and row ends with any strides; AITER addresses them
+    densely, so the adapter hands it dense copies: the scores equal those of dense inputs."""
+    stand_in = StandIn()
+    install(monkeypatch, stand_in)
+    case, query = case_and_query(gen)
+    rows, width = query[0].shape[0], case["block_table"].shape[1] * 64
+    payload = torch.zeros(rows, 2, *query[0].shape[1:], dtype=torch.uint8)[:, 1]
+    payload.copy_(query[0])  # row stride twice the dense one
+    weights = case["weights"].t().contiguous().t()  # column-major
+    row_ends = torch.zeros(rows, 2, dtype=case["row_ends"].dtype)[:, 0]
+    row_ends.copy_(case["row_ends"])  # stride 2
+    assert not (payload.is_contiguous() or weights.is_contiguous() or row_ends.is_contiguous())
+    outs = []
+    for args in ((payload, weights, row_ends), (query[0], case["weights"], case["row_ends"])):
+        out = torch.full((rows, width), float("nan"))
+        torch.ops.fp4.score_paged_aiter_out(out, args[0], query[1], case["cache"], args[1], case["block_table"],
+                                            case["query_starts"], args[2], case["max_query_len"])
+        outs.append(out)
+    valid = reference.valid_region(case["query_starts"], case["row_ends"], width)
+    assert torch.equal(outs[0][valid], outs[1][valid]) and len(stand_in.calls) == 2
 
 
 def test_contract_dense_only_aiter_is_refused(monkeypatch, gen):

@@ -18,9 +18,11 @@ with one request per row (``next_n = 1``, ``context_lens = row_ends``, the row's
 block-table row gathered on device), so nothing is read on the host. The cost:
 each verify row reads its keys again (no shared-key row groups).
 
-Numerics: AITER reads the head weights as bf16, so the adapter rounds the float32
-weights to bf16 (relative error up to 2**-9 per weight); its MFMA accumulation
-order is its own. Not run on AMD hardware here: the contract tests in
+Numerics, where this backend departs from the library's contract: AITER reads the head
+weights as bf16, so the adapter rounds the float32 weights to bf16 (relative error up to
+2**-9 per weight, above the 1e-5 the other backends meet); its relu is a ``max`` under
+fast-math (no NaN), so a NaN key group (scale 255) need not give a NaN logit; its MFMA
+accumulation order is its own. Not run on AMD hardware here: the contract tests in
 tests/test_aiter_contract.py check every argument against a stand-in module.
 """
 
@@ -116,14 +118,17 @@ def score_paged_into(
     payload, scales = cache_views(cache)
     # One AITER request per row: row r sees [0, row_ends[r]) of its own request's pages.
     tables = block_table[row_requests(query_starts, rows)].to(torch.int32)
+    # AITER addresses queries, weights and context lengths densely (row * heads * ...): the
+    # ops take any strides, so strided ones are made dense here (small tensors; the cache and
+    # out keep their strides, which AITER reads).
     scorer()(
-        q_payload.view(rows, 1, heads, F.PAYLOAD_BYTES),
-        q_scales.view(rows, 1, 1, F.GROUPS, F.QUERY_SCALE_LANES, F.QUERY_SCALE_SLOTS),
+        q_payload.contiguous().view(rows, 1, heads, F.PAYLOAD_BYTES),
+        q_scales.contiguous().view(rows, 1, 1, F.GROUPS, F.QUERY_SCALE_LANES, F.QUERY_SCALE_SLOTS),
         payload,
         scales,
         tables,
-        weights.to(torch.bfloat16),
-        row_ends.to(torch.int32),
+        weights.to(torch.bfloat16).contiguous(),
+        row_ends.to(torch.int32).contiguous(),
         width,
         next_n=1,
         kv_block_size=F.PAGE_TOKENS,
