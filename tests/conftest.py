@@ -40,6 +40,13 @@ def backend_device(request):
     return request.param
 
 
+@pytest.fixture(params=BACKENDS[1:])
+def triton_backend_device(request):
+    """The (backend, device) pairs that run the Triton kernels: for tests of their launch forms
+    and knobs, which the reference does not have."""
+    return request.param
+
+
 @pytest.fixture
 def gen():
     return torch.Generator().manual_seed(1234)

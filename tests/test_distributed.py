@@ -54,6 +54,7 @@ def global_problem(seed=7, rows=6, tokens=900):
     logits = torch.randn(rows, tokens, generator=g)
     logits[0] = torch.randint(0, 3, (tokens,), generator=g).float()  # ties across ranks
     logits[1, ::11] = float("nan")
+    logits[3, 2:12:3] = float("-inf")  # real keys of a row with fewer than k: kept, not taken as missing
     row_ends = torch.tensor([900, 850, 300, 17, 0, 641], dtype=torch.int32)
     return logits, row_ends
 

@@ -101,7 +101,7 @@ def test_quantize_roundtrip_error_bound(dtype, gen):
 
 
 def store_by_offsets(buffer, section_start, pages, keys, slots):
-    """Keys' bytes written where SPEC section 2 puts them, byte plane by byte plane, into the
+    """Keys' bytes written where docs/layouts.md puts them, byte plane by byte plane, into the
     sections at ``section_start`` of the first ``pages`` rows of ``buffer`` (contiguous): an
     oracle that goes through neither backend's store. Slots outside [0, pages * 64) write nothing."""
     payload, scales = reference.quantize_fp4(keys)
@@ -118,7 +118,7 @@ def store_by_offsets(buffer, section_start, pages, keys, slots):
 
 def test_store_keys_backend_bit_exact(backend_device, gen):
     """Two index sections interleaved in the first pages of one merged buffer: each gets exactly
-    the bytes SPEC section 2 puts at its slots (written here without either backend's store);
+    the bytes docs/layouts.md puts at its slots (written here without either backend's store);
     the other section, the bytes between them and the page after the cache are untouched
     (slots past the end and negative ones are skipped)."""
     backend, device = backend_device
@@ -127,13 +127,16 @@ def test_store_keys_backend_bit_exact(backend_device, gen):
     expected = buffer.clone()
     k1, k2 = random_keys(150, gen, torch.bfloat16), random_keys(90, gen, torch.float16)
     k1[7, 3] = float("nan")
-    s1 = torch.randperm(pages * 64, generator=gen)[:150]
+    s1 = torch.randperm(pages * 64 - 1, generator=gen)[:150]
+    s1 += s1 >= 5  # slot 5 stays free in the first section
     # Slots 3 and the last one stay free in the second section: a slot past the end that were
     # wrapped or clamped instead of skipped would land there, and one taken as given would land
     # in the page after the cache.
     s2 = 4 + torch.randperm(pages * 64 - 5, generator=gen)[:90].int()
     s1[::9] = -1
+    s1[10] = 2**32 + 5  # int64 past int32: skipped, not narrowed to slot 5
     s2[5] = pages * 64 + 3  # past the end: skipped
+    s2[6] = pages * 64  # the first slot past the end: skipped, not written into the page after
     store_by_offsets(expected, 0, pages, k1, s1)
     store_by_offsets(expected, 4352 + 128, pages, k2, s2)
 
@@ -182,7 +185,7 @@ def test_store_keys_all_padding_writes_nothing(backend_device, gen):
 
 
 def test_store_keys_lands_at_slot(gen):
-    """The bytes of a key sit where SPEC section 2 puts them."""
+    """The bytes of a key sit where docs/layouts.md puts them."""
     buffer, cache = merged_cache(3, "cpu", gen=gen)
     key = random_keys(1, gen)
     reference.store_keys(key, cache, torch.tensor([2 * 64 + 37]))
@@ -218,7 +221,7 @@ def test_dequantize_queries_inverts_layout(gen):
 
 def assert_store_matches_reference(keys, backend, device, pages=1, gen=None):
     """Keys stored at slots 0..n-1 by the backend into a copy of a noisy merged cache (a copy on
-    the CPU too: .to("cpu") would alias it) equal the bytes SPEC section 2 puts there
+    the CPU too: .to("cpu") would alias it) equal the bytes docs/layouts.md puts there
     (``store_by_offsets``, not a store of either backend), the noise included."""
     buffer, _ = merged_cache(pages, "cpu", gen=gen)
     buffer_b = buffer.clone().to(device)

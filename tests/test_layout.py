@@ -103,7 +103,7 @@ def test_cache_views_are_views_with_spec_offsets(gen):
     scales[2, 0, 3, 45] = 0xCD
     assert buffer[1, 2048 + F.section_payload_offset(37, 2, 5)] == 0xAB
     assert buffer[2, 2048 + F.SECTION_PAYLOAD_BYTES + 3 * 64 + 45] == 0xCD
-    # SPEC: cache[:, 60, 16:] starts exactly 4096 bytes into a section.
+    # cache[:, 60, 16:] starts exactly 4096 bytes into a section (60 * 68 + 16): the scales.
     assert cache[:, 60, 16:].storage_offset() - cache.storage_offset() == 4096
 
 
@@ -115,6 +115,9 @@ def test_cache_views_are_views_with_spec_offsets(gen):
         (torch.zeros(3, 4352, dtype=torch.uint8), "\\[pages, 64, 68\\]"),
         (torch.zeros(3, 68, 64, dtype=torch.uint8).transpose(1, 2), "strides"),
         (torch.zeros(3 * 4352, dtype=torch.uint8).as_strided((3, 64, 68), (4000, 68, 1)), "page stride"),
+        (torch.zeros(3 * 4352, dtype=torch.uint8).as_strided((3, 64, 68), (4336, 68, 1)), "page stride"),
+        (torch.zeros(3 * 8192, dtype=torch.uint8).as_strided((3, 64, 68), (8192, 68, 2)), "strides"),
+        (torch.zeros(3, 64, 68, 1, dtype=torch.uint8), "\\[pages, 64, 68\\]"),
         ("cache", "expected a tensor"),
     ],
 )
@@ -133,3 +136,7 @@ def test_allocate_rejects_bad_geometry():
     overlapping = torch.zeros(8192 + 16, dtype=torch.uint8).as_strided((2, 8192), (16, 1))
     with pytest.raises(ValueError, match="pages_buffer: expected pages that do not overlap"):
         fp4.index_section(overlapping, 0)
+    pages = torch.zeros(2, 8192, dtype=torch.uint8)
+    assert fp4.index_section(pages, 8192 - 4352).shape == (2, 64, 68)  # the last section that fits
+    with pytest.raises(ValueError, match="offset: expected an int < 3841"):
+        fp4.index_section(pages, 8192 - 4352 + 16)

@@ -89,6 +89,9 @@ def store_case(gen):
         (lambda k, c, s: (k, c[:, :, :60], s), ValueError, "cache: expected uint8 \\[pages, 64, 68\\]"),
         (lambda k, c, s: (k.tolist(), c, s), TypeError, "keys: expected a tensor"),
         (lambda k, c, s: (k, c, s.view(2, 3)), ValueError, "slots"),
+        # An extra trailing dimension of size 1: the rank alone is wrong.
+        (lambda k, c, s: (k.unsqueeze(-1), c, s), ValueError, "keys: expected .* got float32 \\[6, 128, 1\\]"),
+        (lambda k, c, s: (k, c, s.unsqueeze(-1)), ValueError, "slots: expected int32 or int64 \\[n\\], got int64 \\[6, 1\\]"),
     ],
 )
 def test_store_keys_rejects_and_writes_nothing(mutate, error, match, gen):
@@ -125,6 +128,19 @@ def test_score_rejects_bad_input(gen):
     for change, match in bad:
         with pytest.raises((ValueError, TypeError), match=match):
             fp4.score_paged(**{**good, **change})
+    rows, width = query[0].shape[0], case["block_table"].shape[1] * 64
+    column_strided = torch.full((rows, width, 2), float("nan"))[..., 0]
+    with pytest.raises(ValueError, match="out: expected unit stride along keys"):
+        fp4.score_paged(**good, out=column_strided)
+    assert column_strided.isnan().all()
+    # The bf16-query mode returns a new tensor: an out= it would leave untouched is refused.
+    with pytest.raises(ValueError, match="out: the bf16-query mode returns a new tensor"):
+        fp4.score_paged(**{**good, "query": case["q"]}, out=torch.full((rows, width), float("nan")))
+
+
+def test_select_topk_sorted_must_be_a_bool():
+    with pytest.raises(TypeError, match="sorted: expected a bool, got int"):
+        fp4.select_topk(torch.zeros(2, 8), torch.full((2,), 8), 2, sorted=1)
 
 
 def test_valid_calls_check_once(gen, monkeypatch):
@@ -297,13 +313,11 @@ def test_decode_layout_drops_rows_past_num_rows(gen):
     assert row_ends.tolist() == [99, 100, 89]
 
 
-def test_huge_max_query_len_is_cut_to_the_rows(backend_device, gen, monkeypatch):
+def test_huge_max_query_len_is_cut_to_the_rows(triton_backend_device, gen, monkeypatch):
     """max_query_len only sizes the launch: a hint far above the rows there are launches no more
     row blocks than rows (CUDA caps grid dimension 1 at 65535; the interpreter would run them
     all), and gives the same logits."""
-    backend, device = backend_device
-    if backend != "triton":
-        pytest.skip("the launch shape is the Triton kernel's")
+    backend, device = triton_backend_device
     from fp4_inductor.kernels import score
 
     case = scoring_case(gen, device, query_lens=[2, 1], seq_lens=[150, 64], heads=16)

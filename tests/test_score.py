@@ -8,7 +8,7 @@ import fp4_inductor as fp4
 from fp4_inductor import formats as F
 from fp4_inductor import reference
 
-from conftest import HAS_TRITON, KERNEL_DEVICES
+from conftest import HAS_TRITON, INTERPRETER, KERNEL_DEVICES
 from helpers import case_on, float64_scores, random_keys, run_programs_in_reverse, scoring_case
 
 CASES = {
@@ -327,14 +327,12 @@ def check_launch(case, query, device, **tuning):
 @pytest.mark.parametrize("exact", ["inline", "fixup"])
 @pytest.mark.parametrize("tile_pages", [1, 2, 4])
 @pytest.mark.parametrize("query_kind", ["fp4", "bf16"])
-def test_exact_path_launch_variants(name, exact, tile_pages, query_kind, backend_device, gen):
+def test_exact_path_launch_variants(name, exact, tile_pages, query_kind, triton_backend_device, gen):
     """The scorer's two launch forms for the exact path (in the hot loop, or a fix-up launch
     over the programs that flagged a tile) score the same entries, each exactly once: one, two
     and four pages per tile on 4, 8 and 16 warps (the word-fed loop's layouts), one-row blocks
     (the hot kernel's word-fed form), FP4 and bf16 queries."""
-    backend, device = backend_device
-    if backend != "triton":
-        pytest.skip("a launch form of the Triton kernel")
+    backend, device = triton_backend_device
     spec = dict(CASES[name.removesuffix("-1")])
     if name.endswith("-1"):
         spec["query_lens"] = [1] * len(spec["query_lens"])  # max_query_len=1
@@ -346,16 +344,14 @@ def test_exact_path_launch_variants(name, exact, tile_pages, query_kind, backend
 @pytest.mark.parametrize("key_spread", [0, 5])
 @pytest.mark.parametrize("pairs", [False, True])
 @pytest.mark.parametrize("tile_pages", [1, 2])
-def test_word_fed_tiles_in_pairs(pairs, tile_pages, key_spread, backend_device, gen, monkeypatch):
+def test_word_fed_tiles_in_pairs(pairs, tile_pages, key_spread, triton_backend_device, gen, monkeypatch):
     """The word-fed hot loop one tile or two per step: every valid entry scored once, nothing
     written past a row's end, with ragged rows and shares that hold an odd number of tiles, some
     ending mid-request: there the second tile of the last pair reads the share's last page again
     and must store nothing, which the interpreter sees only with its programs run in reverse
     order. Keys that all fold (the hot pass's values are the result) and keys that often do not
     (the exact pass rewrites their tiles)."""
-    backend, device = backend_device
-    if backend != "triton":
-        pytest.skip("a launch form of the Triton kernel")
+    backend, device = triton_backend_device
     if device == "cpu":
         run_programs_in_reverse(monkeypatch)
     case = scoring_case(gen, device, heads=32, query_lens=[2, 1, 4, 3], seq_lens=[700, 64, 333, 1090],
@@ -365,7 +361,9 @@ def test_word_fed_tiles_in_pairs(pairs, tile_pages, key_spread, backend_device, 
 
 
 @pytest.mark.parametrize("group_last", [False, True])
-def test_word_fed_loads_in_either_arrangement(group_last, backend_device, gen, monkeypatch):
+@pytest.mark.interpreter
+@pytest.mark.skipif(not INTERPRETER, reason="needs TRITON_INTERPRET=1 and triton")
+def test_word_fed_loads_in_either_arrangement(group_last, gen, monkeypatch):
     """The word-fed loads come in two arrangements (``GROUP_LAST``: the one each Triton version
     compiles into the dot operand's layout); both hand the loop the same keys. Run by the
     interpreter with each, the hot and exact passes score every valid entry right (keys that
@@ -376,9 +374,7 @@ def test_word_fed_loads_in_either_arrangement(group_last, backend_device, gen, m
     memory)."""
     from fp4_inductor.kernels import score_tiles
 
-    backend, device = backend_device
-    if backend != "triton" or device != "cpu":
-        pytest.skip("the interpreter takes either arrangement; a GPU compiles its Triton's")
+    backend, device = "triton", "cpu"  # the interpreter only: a GPU runs its Triton's arrangement
     from triton.language import constexpr
 
     monkeypatch.setattr(score_tiles, "GROUP_LAST", constexpr(group_last))
@@ -396,7 +392,7 @@ def test_word_fed_loads_in_either_arrangement(group_last, backend_device, gen, m
 @pytest.mark.parametrize("split", [2, 3])
 @pytest.mark.parametrize("setup", [0, 3])
 @pytest.mark.parametrize("query_kind", ["fp4", "bf16"])
-def test_exact_pass_on_more_programs(split, setup, query_kind, backend_device, gen, monkeypatch):
+def test_exact_pass_on_more_programs(split, setup, query_kind, triton_backend_device, gen, monkeypatch):
     """The exact pass on ``split`` times the hot pass's programs: each takes part of a hot
     program's share and reads that program's flag. Keys that do not fold in two pages only, so
     some programs are flagged and others not; ragged rows, one-row and two-row blocks; every
@@ -405,9 +401,7 @@ def test_exact_pass_on_more_programs(split, setup, query_kind, backend_device, g
     more than its pages when the shares are cut (what starting on a request costs a program):
     the shares still cover every request's pages, also with an empty request among one-row ones.
     (A page scored twice writes the same values: only lost pages show here, overlap in timings.)"""
-    backend, device = backend_device
-    if backend != "triton":
-        pytest.skip("a launch form of the Triton kernel")
+    backend, device = triton_backend_device
     if device == "cpu":
         run_programs_in_reverse(monkeypatch)
     case = scoring_case(gen, device, heads=32, query_lens=[2, 1, 4, 3, 1], seq_lens=[700, 64, 333, 1090, 5])
@@ -423,15 +417,13 @@ def test_exact_pass_on_more_programs(split, setup, query_kind, backend_device, g
 
 
 @pytest.mark.parametrize("chunk", [1, 8, None])
-def test_schedule_in_steps(chunk, backend_device, gen, monkeypatch):
+def test_schedule_in_steps(chunk, triton_backend_device, gen, monkeypatch):
     """The in-kernel schedule reads the requests ``chunk`` at a time (``schedule_chunk``: 32 to
     128 by launch form and batch); the step changes how the shares are computed, not which pages
     they hold. Twenty ragged requests (two empty, one- and two-row blocks, keys that fold and keys
     that do not), in steps of one request and of eight (a last step past the batch's end), and
     with the step the launcher picks: every valid entry right, nothing else written."""
-    backend, device = backend_device
-    if backend != "triton":
-        pytest.skip("a launch form of the Triton kernel")
+    backend, device = triton_backend_device
     if device == "cpu":
         run_programs_in_reverse(monkeypatch)
     seq_lens = torch.randint(1, 400, (20,), generator=gen)

@@ -190,13 +190,11 @@ def test_topk_logits_with_any_key_stride(backend_device, gen):
     ids=["small-segments-and-digits", "segment128", "one-segment", "one-warp", "tl-histogram", "radix8",
          "one-warp-32-rows-per-thread", "two-warps", "four-warps", "32-warps"],
 )
-def test_topk_launch_tuning_variants(tuning, k, backend_device, gen):
+def test_topk_launch_tuning_variants(tuning, k, triton_backend_device, gen):
     """The launcher's knobs (segment size, warps, digits of the threshold search, where the
     histograms are counted) never change the selection. On the GPU the shared-memory histogram is
     the default; one warp takes 5-bit digits there (a thread per bin)."""
-    backend, device = backend_device
-    if backend != "triton":
-        pytest.skip("launcher knobs exist for the Triton kernel only")
+    backend, device = triton_backend_device
     from fp4_inductor.kernels.topk import launch_select_topk
 
     logits = hard_rows(gen, 10, 1000)
@@ -207,13 +205,11 @@ def test_topk_launch_tuning_variants(tuning, k, backend_device, gen):
 
 
 @pytest.mark.parametrize("radix_bits", [3, 8])
-def test_topk_refinement_over_adjacent_keys(radix_bits, backend_device, gen):
+def test_topk_refinement_over_adjacent_keys(radix_bits, triton_backend_device, gen):
     """Rows of adjacent floats (consecutive bit patterns, shuffled) and of a few equal runs:
     the threshold search over the keys' own range descends several levels, stops
     on a bucket needed whole or on a single key, and breaks ties by index."""
-    backend, device = backend_device
-    if backend != "triton":
-        pytest.skip("the refinement is the Triton kernel's")
+    backend, device = triton_backend_device
     from fp4_inductor.kernels.topk import launch_select_topk
 
     width = 1500
@@ -288,12 +284,10 @@ def test_topk_row_ends_at_the_integer_limits(ends, dtype, width, k, backend_devi
         assert_same_selection(logits, row_ends, k, values, indices)
 
 
-def test_topk_compaction_over_many_rows_per_thread(backend_device, gen):
+def test_topk_compaction_over_many_rows_per_thread(triton_backend_device, gen):
     """One warp over 4096-entry blocks: 128 entries per thread, so the compaction walks four words
     of row bits per thread (bit 31 included); hard rows, ragged ends, k up to 1500."""
-    backend, device = backend_device
-    if backend != "triton":
-        pytest.skip("the compaction is the Triton kernel's")
+    backend, device = triton_backend_device
     from fp4_inductor.kernels.topk import launch_select_topk
 
     width = 3000
