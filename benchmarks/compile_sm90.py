@@ -21,6 +21,10 @@ import sys
 
 import triton
 
+if any(arg in ("-h", "--help") for arg in sys.argv[1:]):
+    print(__doc__)
+    sys.exit(0)
+
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import importlib  # noqa: E402
 from fp4_inductor.kernels.score import launch_forms, launch_plan, word_fed_pass  # noqa: E402

@@ -1,5 +1,11 @@
 """Time launch configurations of the top-k and store kernels (device notes: docs/benchmarks.md)."""
 
+import sys
+
+if any(arg in ("-h", "--help") for arg in sys.argv[1:]):
+    print(__doc__)
+    sys.exit(0)
+
 import torch
 
 import fp4_inductor as fp4

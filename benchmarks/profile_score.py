@@ -2,6 +2,10 @@
 
 import sys
 
+if any(arg in ("-h", "--help") for arg in sys.argv[1:]):
+    print(__doc__)
+    sys.exit(0)
+
 import torch
 
 import fp4_inductor as fp4

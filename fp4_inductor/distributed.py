@@ -1,7 +1,7 @@
 """Decode context parallelism: token placement across ranks and an exact cross-rank top-k merge.
 
 Global token ``t`` lives on rank ``(t // interleave) % world`` at local index
-``(t // (interleave * world)) * interleave + t % interleave`` (SPEC section 4;
+``(t // (interleave * world)) * interleave + t % interleave`` (docs/layouts.md, "Rows, requests and keys";
 ``decode_layout`` counts each rank's visible keys the same way). Everything
 here has fixed shapes and no host reads, so it traces and captures in a CUDA
 graph (NCCL) and runs on the CPU (gloo).

@@ -217,7 +217,7 @@ def _score_paged(
     which = resolve_backend(backend, cache.device, "score_paged", offers_aiter=True)
     if which == "reference":
         return reference.score_paged(q_payload, q_scales, cache, weights, block_table, query_starts, row_ends)
-    # Entries outside the valid region are not written (SPEC section 3): no fill pass.
+    # Entries outside the valid region are not written (docs/layouts.md, "Scoring"): no fill pass.
     out = torch.empty(logits_shape(q_payload.shape[0], block_table), dtype=torch.float32, device=cache.device)
     _score_into(out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len, which)
     return out
@@ -471,7 +471,9 @@ def decode_layout(
     Returns (query_starts int32 [requests + 1], row_ends int32 [num_rows]): row ``p`` of
     request ``i`` sees global keys ``[0, seq_lens[i] - query_lens[i] + p + 1)``; with DCP,
     ``row_ends`` counts those local to ``dcp_rank``; padding rows get 0. Rows that the requests
-    ask for past ``num_rows`` are dropped (``query_starts`` is clamped to ``num_rows``).
+    ask for past ``num_rows`` are dropped (``query_starts`` is clamped to ``num_rows``). Lengths
+    are not read on the host, so odd ones are made harmless, not refused: a negative query length
+    counts as no rows, and an end past 2**31 - 1 (int64 ``seq_lens``) saturates there.
     """
     check_layout_args(num_rows, dcp_rank, dcp_world_size, interleave)
     check_lengths(seq_lens, query_lens)
