@@ -60,6 +60,23 @@ def test_decode_layout_saturates_ends_past_int32_and_drops_negative_query_lens()
     assert ends.tolist() == [9, 10, 30, 0]
 
 
+def test_valid_region_against_a_loop(gen):
+    """reference.valid_region, which every scoring test masks its comparison with, against a
+    plain loop: row r's entries j < row_ends[r], for rows below query_starts[-1] only."""
+    from fp4_inductor.reference import valid_region
+
+    for trial in range(6):
+        query_lens = torch.randint(0, 4, (3,), generator=gen)
+        seq_lens = query_lens + torch.randint(0, 150, (3,), generator=gen)
+        rows = int(query_lens.sum()) + trial % 3  # graph-padding rows
+        starts, ends = fp4.decode_layout(seq_lens, query_lens, rows, trial % 2, 1 + trial % 2)
+        ends += 1  # ends that are not decode_layout's own: padding rows with keys too
+        width = 192
+        got = valid_region(starts, ends, width)
+        want = [[r < starts[-1] and j < ends[r] for j in range(width)] for r in range(rows)]
+        assert got.tolist() == want
+
+
 def test_decode_layout_extra_seq_lens_and_no_rows():
     starts, ends = fp4.decode_layout(torch.tensor([10, 20, 30]), torch.tensor([1, 2]), 0)
     assert starts.tolist() == [0, 0, 0] and ends.shape == (0,)  # no rows: every request is empty
