@@ -48,6 +48,10 @@ def main() -> None:
     logits = fp4.score_paged(query, cache, weights, block_table, query_starts, row_ends, int(query_lens.max()))
     values, indices = fp4.select_topk(logits, row_ends, args.topk)
     step_s = time.perf_counter() - t0
+    # The same three ops in one call (it would also store this step's keys, given keys= and slots=).
+    _, fused = fp4.decode_step(q, cache, weights, block_table, query_starts, row_ends, int(query_lens.max()),
+                               args.topk)
+    same = torch.equal(fused.sort(dim=1).values, indices.sort(dim=1).values)
 
     # The same top-k from BF16 keys and queries, gathered through the same block table.
     request = torch.searchsorted(query_starts[1:].long(), torch.arange(rows, device=device), right=True)
@@ -65,6 +69,7 @@ def main() -> None:
     print(f"index cache: {cache.shape[0] * 64} slots in merged pages of {pages.shape[1]} B (section at byte 1024)")
     print(f"store_keys: {token_slots.shape[0]} keys in {store_s * 1e3:.1f} ms")
     print(f"quantize + score + top-{args.topk}: {step_s * 1e3:.1f} ms for {rows} rows (2 of them padding)")
+    print(f"fp4.decode_step, the same step in one call: {'the same' if same else 'DIFFERENT'} top-k sets")
     print(f"bytes per cached token: FP4 68, FP8 132, BF16 256")
     print(f"top-{args.topk} overlap with the BF16 indexer: mean {sum(overlaps) / len(overlaps):.3f}, "
           f"min {min(overlaps):.3f} over {len(overlaps)} rows")

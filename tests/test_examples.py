@@ -42,6 +42,7 @@ def test_demo_runs():
     out = subprocess.run([sys.executable, str(ROOT / "examples/demo.py"), "--context", "512", "--topk", "64"],
                          capture_output=True, text=True, timeout=300, check=True).stdout
     assert "overlap with the BF16 indexer" in out
+    assert "fp4.decode_step, the same step in one call: the same top-k sets" in out
 
 
 def test_accuracy_tool(capsys):
