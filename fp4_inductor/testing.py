@@ -37,9 +37,18 @@ HOST_SYNC_OPS = frozenset(
 INDEX_OPS = frozenset(["aten::index", "aten::index_put_", "aten::index_put", "aten::_index_put_impl_"])
 
 
-def mask_indexed(args: tuple) -> bool:
-    indices = args[1] if len(args) > 1 else ()
-    return any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in indices)
+def mask_indexed(name: str, args: tuple, kwargs: dict) -> bool:
+    indices = args[1] if len(args) > 1 else kwargs.get("indices", ())
+    if not any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in indices):
+        return False
+    if name == "aten::index":
+        return True
+    # A write of one CPU value without accumulate (``x[mask] = 0.0``) runs as masked_fill_: the
+    # value is read on the host, no device data is, and no nonzero runs.
+    value = args[2] if len(args) > 2 else kwargs.get("values")
+    accumulate = args[3] if len(args) > 3 else kwargs.get("accumulate", False)
+    one_host_value = isinstance(value, torch.Tensor) and value.numel() == 1 and value.device.type == "cpu"
+    return bool(accumulate) or not one_host_value
 
 
 # Copies, flagged when they bring a tensor that is not on the CPU to the CPU (``.cpu()``,
@@ -80,7 +89,7 @@ class forbid_host_sync(TorchDispatchMode):
         name = func._schema.name
         if name in HOST_SYNC_OPS:
             raise HostSyncError(f"{name} reads device data on the host (or has a data-dependent shape)")
-        if name in INDEX_OPS and mask_indexed(args):
+        if name in INDEX_OPS and mask_indexed(name, args, kwargs):
             raise HostSyncError(f"{name} with a boolean mask index has a data-dependent shape (a nonzero inside)")
         if name in COPY_OPS and copies_to_host(name, args, kwargs):
             raise HostSyncError(f"{name} copies device data to the host")

@@ -164,6 +164,27 @@ def test_contract_strided_inputs_reach_aiter_dense(monkeypatch, gen):
     assert torch.equal(outs[0][valid], outs[1][valid]) and len(stand_in.calls) == 2
 
 
+def test_contract_row_ends_reach_aiter_within_the_width(monkeypatch, gen):
+    """Row ends past the block table's width (int64 past 2**31 too) reach AITER as the width,
+    and negative ones as 0: the rows score as with the ends clamped."""
+    stand_in = StandIn()
+    install(monkeypatch, stand_in)
+    case, query = case_and_query(gen)
+    rows, width = query[0].shape[0], case["block_table"].shape[1] * 64
+    ends = case["row_ends"].to(torch.int64)
+    ends[0], ends[1], ends[2] = 2**32 + 5, width + 100, -(2**32) + 5
+    outs = []
+    for row_ends in (ends, ends.clamp(0, width)):
+        out = torch.full((rows, width), float("nan"))
+        torch.ops.fp4.score_paged_aiter_out(out, *query, case["cache"], case["weights"], case["block_table"],
+                                            case["query_starts"], row_ends, case["max_query_len"])
+        outs.append(out)
+    assert torch.equal(stand_in.calls[0]["context_lens"], stand_in.calls[1]["context_lens"])
+    assert stand_in.calls[0]["context_lens"][:3].tolist() == [width, width, 0]
+    valid = reference.valid_region(case["query_starts"], ends.clamp(0, width), width)
+    assert torch.equal(outs[0][valid], outs[1][valid])
+
+
 def test_contract_dense_only_aiter_is_refused(monkeypatch, gen):
     """An AITER whose reader ignores page strides must not be handed merged pages."""
     stand_in = StandIn()

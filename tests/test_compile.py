@@ -105,16 +105,24 @@ def test_forbid_host_sync_catches_item(gen):
 
 def test_forbid_host_sync_catches_mask_indexing_and_bincount():
     """A boolean-mask index runs its nonzero inside the index op, below the mode: the index ops
-    are flagged for a mask (read and write), and bincount for its data-dependent size; an integer
-    index and torch.where are not."""
+    are flagged for a mask (bool or uint8; a read, a write of several values or with accumulate),
+    and bincount for its data-dependent size. A write of one host value through a mask runs as
+    masked_fill_ (no nonzero, no device read) and passes, as do an integer index and torch.where."""
     x, mask = torch.arange(6.0), torch.tensor([True, False] * 3)
-    for op in (lambda: x[mask], lambda: x.clone().__setitem__(mask, 0.0), lambda: x[mask.to(torch.uint8).bool()],
-               lambda: x.clone().index_put_((mask,), torch.tensor(1.0)), lambda: torch.bincount(torch.tensor([1, 3]))):
+    flagged = (
+        lambda: x[mask],
+        lambda: x[mask.to(torch.uint8)],
+        lambda: x.clone().index_put_((mask,), torch.tensor([1.0, 2.0, 3.0])),
+        lambda: x.clone().index_put_((mask,), torch.tensor(1.0), accumulate=True),
+        lambda: torch.bincount(torch.tensor([1, 3])),
+    )
+    for op in flagged:
         with pytest.raises(HostSyncError, match="boolean mask|bincount"):
             with forbid_host_sync():
                 op()
     with forbid_host_sync():
         x[torch.tensor([0, 2])], torch.where(mask, x, 0.0), x.clone().index_put_((torch.tensor([1]),), x[:1])
+        x.clone().__setitem__(mask, 0.0), x.clone().index_put_((mask,), torch.tensor(1.0))
 
 
 def test_forbid_host_sync_catches_copies_to_the_host():

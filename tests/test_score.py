@@ -175,21 +175,23 @@ def test_query_starts_past_the_rows(backend_device, gen):
     assert sheet[rows:].isnan().all()
 
 
-@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
-def test_query_starts_below_the_rows(dtype, backend_device, gen):
-    """query_starts below row 0 (not from decode_layout; int64 ones past -2**31 too): rows start
+@pytest.mark.parametrize("dtype, low", [(torch.int32, -2), (torch.int64, -2), (torch.int64, -(2**32) + 2)])
+def test_query_starts_below_the_rows(dtype, low, backend_device, gen):
+    """query_starts below row 0 (not from decode_layout; an int64 one past -2**31 too): rows start
     at row 0; nothing is written before ``out`` (its rows sit after two rows of the same sheet),
     and the rows are scored as with query_starts clamped at 0. Before, the Triton kernel wrote
-    the two rows before ``out``."""
+    the two rows before ``out``. Queries, weights and row ends are the last rows of larger
+    tensors, so that what a read before them finds is defined (and would score)."""
     backend, device = backend_device
     case = scoring_case(gen, device, heads=16, query_lens=[2, 2, 1], seq_lens=[150, 100, 70])
     rows = case["q"].shape[0]
-    query = fp4.quantize_queries(case["q"], backend=backend)
+    payload, scales = fp4.quantize_queries(torch.cat([case["q"][:2], case["q"]]), backend=backend)
+    query = (payload[2:], scales[2:])
+    weights = torch.cat([case["weights"][:2], case["weights"]])[2:]
     width = case["block_table"].shape[1] * 64
-    args = (query, case["cache"], case["weights"], case["block_table"])
-    low = -2 if dtype == torch.int32 else -(2**32) + 2  # the int64 one narrows to 2 if not clamped first
+    args = (query, case["cache"], weights, case["block_table"])
     under = torch.tensor([low, -1, 2, 5], dtype=dtype, device=device)
-    row_ends = torch.full((rows,), 100, dtype=torch.int32, device=device)
+    row_ends = torch.full((rows + 2,), 100, dtype=torch.int32, device=device)[2:]
     sheet = torch.full((rows + 2, width), float("nan"), device=device)
     fp4.score_paged(*args, under, row_ends, 2, backend=backend, out=sheet[2:])
     cut = torch.full((rows, width), float("nan"), device=device)

@@ -128,7 +128,9 @@ def score_paged_into(
         scales,
         tables,
         weights.to(torch.bfloat16).contiguous(),
-        row_ends.to(torch.int32).contiguous(),
+        # Ends into [0, width] before narrowing, as the Triton scorer reads them: AITER would take
+        # an end past the width to the block table's entries past the row, and int64 past 2**31 wraps.
+        row_ends.clamp(0, width).to(torch.int32).contiguous(),
         width,
         next_n=1,
         kv_block_size=F.PAGE_TOKENS,
