@@ -96,12 +96,13 @@ def check_paging(block_table, query_starts, row_ends, rows, dev) -> None:
     check_tensor("row_ends", row_ends, dtypes=INDEX_DTYPES, shape=(rows,), device=dev)
 
 
-def check_decode_step(keys, cache, slots, query, weights, block_table, query_starts, row_ends, max_query_len) -> None:
-    """Everything that ``store_keys`` and ``score_paged`` check, for a step that stores its keys and
-    then scores (``query``: unquantized [rows, H, 128]), so that bad input raises before the cache
-    is written."""
-    check_store_keys(keys, cache, slots)
-    check_score_bf16(query, cache, weights, block_table, query_starts, row_ends, max_query_len)
+# How a decode step scores its queries: quantized to FP4, or unquantized (the higher-recall mode).
+QUERY_PRECISIONS = ("fp4", "bf16")
+
+
+def check_query_precision(query_precision: object) -> None:
+    if not isinstance(query_precision, str) or query_precision not in QUERY_PRECISIONS:
+        raise ValueError(f"query_precision: expected one of {QUERY_PRECISIONS}, got {query_precision!r}")
 
 
 def logits_shape(rows: int, block_table: Tensor) -> tuple[int, int]:

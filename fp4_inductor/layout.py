@@ -161,7 +161,8 @@ def decode_layout_impl(
     # query_starts never sends a kernel past the last row.
     # An end past int32 saturates (every key of the row: the kernels cut it to the width) instead
     # of wrapping.
-    return query_starts.clamp(max=num_rows).to(torch.int32), row_ends.clamp(max=torch.iinfo(torch.int32).max).to(torch.int32)
+    row_ends = row_ends.clamp(max=torch.iinfo(torch.int32).max)
+    return query_starts.clamp(max=num_rows).to(torch.int32), row_ends.to(torch.int32)
 
 
 def check_head_count(heads: int) -> None:

@@ -20,7 +20,8 @@ from torch import nn
 from . import formats as F
 from ._checks import INDEX_DTYPES, check_bool, check_int, check_size, check_tensor
 from .layout import allocate_merged_cache, check_cache, check_head_count, index_section
-from .ops import QUERY_PRECISIONS, check_backend, decode_layout, decode_step, select_topk
+from ._op_checks import check_query_precision
+from .ops import check_backend, decode_layout, decode_step, select_topk
 from .rotation import hadamard_matrix
 from .reference import write_sources
 
@@ -128,8 +129,7 @@ class FP4Indexer(IndexerProjections):
         rotate: bool = False,
     ):
         super().__init__(hidden_size, q_lora_rank, heads, head_dim, topk, softmax_scale, device, dtype)
-        if not isinstance(query_precision, str) or query_precision not in QUERY_PRECISIONS:
-            raise ValueError(f"query_precision: expected one of {QUERY_PRECISIONS}, got {query_precision!r}")
+        check_query_precision(query_precision)
         check_bool("rotate", rotate)
         check_head_count(heads)
         check_backend(backend)

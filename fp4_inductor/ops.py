@@ -21,8 +21,8 @@ from torch.library import triton_op
 from . import formats as F
 from . import reference
 from ._checks import INDEX_DTYPES, check_bool, check_dtype, check_int, describe
-from ._op_checks import (DEQUANTIZE_DTYPES, check_decode_step, check_fp4_query, check_queries, check_score, check_score_bf16,
-                         check_score_out, check_store_keys, check_topk, logits_shape)
+from ._op_checks import (DEQUANTIZE_DTYPES, check_fp4_query, check_queries, check_query_precision, check_score,
+                         check_score_bf16, check_score_out, check_store_keys, check_topk, logits_shape)
 from .layout import check_cache, check_layout_args, check_lengths, decode_layout_impl
 
 BACKENDS = ("reference", "triton", "aiter")
@@ -392,9 +392,6 @@ def select_topk(
     return torch.ops.fp4.select_topk(logits, row_ends, k, sorted, backend)
 
 
-QUERY_PRECISIONS = ("fp4", "bf16")
-
-
 def decode_step(
     q: Tensor,
     cache: Tensor,
@@ -431,8 +428,7 @@ def decode_step(
     that keep them within a budget).
     """
     check_backend(backend)
-    if not isinstance(query_precision, str) or query_precision not in QUERY_PRECISIONS:
-        raise ValueError(f"query_precision: expected one of {QUERY_PRECISIONS}, got {query_precision!r}")
+    check_query_precision(query_precision)
     if backend == "aiter" and query_precision != "fp4":
         raise ValueError(f"query_precision: expected 'fp4' with backend='aiter' (AITER scores FP4 queries), "
                          f"got {query_precision!r}")
@@ -440,9 +436,8 @@ def decode_step(
         raise ValueError(f"keys, slots: expected both or neither, got keys {describe(keys)} and slots {describe(slots)}")
     # Every argument checked before this step's keys are written.
     if keys is not None:
-        check_decode_step(keys, cache, slots, q, weights, block_table, query_starts, row_ends, max_query_len)
-    else:
-        check_score_bf16(q, cache, weights, block_table, query_starts, row_ends, max_query_len)
+        check_store_keys(keys, cache, slots)
+    check_score_bf16(q, cache, weights, block_table, query_starts, row_ends, max_query_len)
     check_int("k", k, minimum=1)
     check_bool("sorted", sorted)
     if backend == "aiter" and keys is not None:

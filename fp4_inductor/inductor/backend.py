@@ -21,7 +21,7 @@ import torch
 from torch import fx
 
 from .. import formats as F
-from .._checks import INDEX_DTYPES, check_bool, check_int, check_size, check_tensor
+from .._checks import FLOAT_DTYPES, INDEX_DTYPES, check_bool, check_int, check_size, check_tensor
 from ..ops import store_keys
 from .rewrite import find_indexers, mutates, rewrite
 
@@ -86,10 +86,8 @@ def write_keys(cache: torch.Tensor, keys: torch.Tensor, slots: torch.Tensor) -> 
     prefill's writes then cost only their own keys at the next compiled call, not a refill of
     the whole shadow. Slots index the flattened cache as that assignment does (a negative one
     counts from the end). Without a shadow yet it is the plain assignment."""
-    check_tensor("cache", cache, dtypes=(torch.float32, torch.bfloat16, torch.float16),
-                 shape=("pages", F.PAGE_TOKENS, F.HEAD_DIM))
-    check_tensor("keys", keys, dtypes=(torch.float32, torch.bfloat16, torch.float16), shape=("n", F.HEAD_DIM),
-                 device=cache.device)
+    check_tensor("cache", cache, dtypes=FLOAT_DTYPES, shape=("pages", F.PAGE_TOKENS, F.HEAD_DIM))
+    check_tensor("keys", keys, dtypes=FLOAT_DTYPES, shape=("n", F.HEAD_DIM), device=cache.device)
     check_tensor("slots", slots, dtypes=INDEX_DTYPES, shape=("n",), device=cache.device)
     check_size("slots", slots, 0, keys.shape[0], "one slot per key")
     shadow = getattr(cache, _SHADOW_ATTR, None)
