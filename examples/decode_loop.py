@@ -153,7 +153,8 @@ def main() -> None:
     steady = latencies[1:] or latencies
     print(f"device: {device}, steps: {args.steps}, requests: {args.requests}, verify rows per request 1..{args.max_verify} "
           f"({rows} rows with graph padding), contexts now {lengths.tolist()}")
-    print(f"per-step latency: first {latencies[0] * 1e3:.1f} ms (includes compile), "
+    first = "first" if args.no_compile else "first (includes compile)"
+    print(f"per-step latency: {first} {latencies[0] * 1e3:.1f} ms, "
           f"then median {statistics.median(steady) * 1e3:.1f} ms")
     print("index-cache bytes per token: FP4 68, FP8 132, BF16 256 "
           f"({args.layers} layers: {68 * args.layers} vs {132 * args.layers} vs {256 * args.layers})")

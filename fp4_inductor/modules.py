@@ -18,12 +18,19 @@ import torch
 from torch import nn
 
 from . import formats as F
-from ._checks import INDEX_DTYPES, check_bool, check_int, check_size, check_tensor
+from ._checks import INDEX_DTYPES, check_bool, check_int, check_tensor, describe
 from .layout import allocate_merged_cache, check_cache, check_head_count, index_section
 from ._op_checks import check_query_precision
-from .ops import check_backend, decode_layout, decode_step, select_topk
+from .ops import check_backend, decode_layout, decode_step, select_topk, store_keys
 from .rotation import hadamard_matrix
 from .reference import write_sources
+
+# What from_reference reads of the module it replaces.
+_REFERENCE_ATTRIBUTES = ("wq_b", "wk", "k_norm", "weights_proj", "key_cache", "heads", "head_dim", "topk",
+                         "softmax_scale")
+# The forward hooks a replacement takes over (torch.ao.quantization's module swap carries these too).
+_FORWARD_HOOKS = ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forward_hooks",
+                  "_forward_hooks_with_kwargs", "_forward_hooks_always_called")
 
 
 class IndexerProjections(nn.Module):
@@ -77,6 +84,9 @@ class ReferenceIndexer(IndexerProjections):
 
     def forward(self, x, q_lora, slots, block_table, seq_lens, query_lens, max_query_len: int):
         q, k, w = self.project(x, q_lora)
+        rows = q.shape[0]
+        if rows == 0:
+            return torch.full((0, self.topk), -1, dtype=torch.int32, device=q.device)
         flat = self.key_cache.view(-1, self.head_dim)
         valid = (slots >= 0) & (slots < flat.shape[0])
         # As reference.store_keys writes: every duplicate index carries the same value (the last
@@ -85,8 +95,11 @@ class ReferenceIndexer(IndexerProjections):
         source, any_valid = write_sources(slots.long(), valid)
         target = torch.where(any_valid, slots[source], 0).long()
         flat.index_put_((target,), torch.where(any_valid, k.to(flat.dtype)[source], flat[target]))
-        query_starts, row_ends = decode_layout(seq_lens, query_lens, q.shape[0])
-        request = torch.searchsorted(query_starts[1:].long(), torch.arange(q.shape[0], device=q.device), right=True)
+        if query_lens.shape[0] == 0:
+            # Graph padding only: keys stored, no row has a request (or a key).
+            return torch.full((rows, self.topk), -1, dtype=torch.int32, device=q.device)
+        query_starts, row_ends = decode_layout(seq_lens, query_lens, rows)
+        request = torch.searchsorted(query_starts[1:].long(), torch.arange(rows, device=q.device), right=True)
         request = request.clamp(max=block_table.shape[0] - 1)
         keys = self.key_cache[block_table.long()].flatten(1, 2)[request]  # [rows, width, 128]
         scores = torch.einsum("rhd,rjd->rhj", q, keys).float().relu()
@@ -175,9 +188,18 @@ class FP4Indexer(IndexerProjections):
 
     @classmethod
     def from_reference(cls, module: ReferenceIndexer, **kwargs) -> "FP4Indexer":
-        """An FP4Indexer carrying ``module``'s weights (copied) and geometry."""
+        """An FP4Indexer in place of ``module``: its weights (copied, with their ``requires_grad``),
+        geometry, training mode and forward hooks, and the keys already in its BF16 cache (a swap
+        after a prefill), quantized into the FP4 cache (through ``rotate_keys``). ``kwargs`` go
+        to the constructor and may override any of it (``device``, ``dtype``, ``topk``, ...).
+        Carrying the keys reads the host once (which slots hold a key); call it outside a
+        captured region."""
+        missing = [name for name in _REFERENCE_ATTRIBUTES if not hasattr(module, name)]
+        if missing:
+            raise TypeError(f"module: expected a ReferenceIndexer (or a module with its attributes), got "
+                            f"{type(module).__name__} without {', '.join(missing)}")
         weight = module.wq_b.weight
-        fp4 = cls(
+        geometry = dict(
             hidden_size=module.wk.in_features,
             q_lora_rank=module.wq_b.in_features,
             num_pages=module.key_cache.shape[0],
@@ -186,10 +208,41 @@ class FP4Indexer(IndexerProjections):
             softmax_scale=module.softmax_scale,
             device=weight.device,
             dtype=weight.dtype,
-            **kwargs,
         )
-        fp4.load_state_dict(module.state_dict(), strict=False)
+        fp4 = cls(**{**geometry, **kwargs})
+        state = module.state_dict()
+        unexpected = sorted(set(state) - set(fp4.state_dict()))
+        if unexpected:
+            raise ValueError(f"module: expected the parameters of a ReferenceIndexer, got {type(module).__name__} "
+                             f"with {', '.join(unexpected)} as well, which an FP4Indexer would drop")
+        fp4.load_state_dict(state)
+        fp4.train(module.training)
+        own = dict(module.named_parameters())
+        for name, parameter in fp4.named_parameters():
+            parameter.requires_grad_(own[name].requires_grad)
+        # Hooks on the replaced module (profilers, debug taps) stay on the module that replaces it.
+        for hooks in _FORWARD_HOOKS:
+            getattr(fp4, hooks).update(getattr(module, hooks, {}))
+        fp4._carry_keys(module.key_cache)
         return fp4
+
+    @torch.no_grad()
+    def _carry_keys(self, key_cache: torch.Tensor) -> None:
+        """Quantize the keys of a reference's cache [pages, 64, 128] into this indexer's cache,
+        slot for slot. A slot counts as written when its key is not all zeros (an all-zero key
+        scores 0 either way)."""
+        if key_cache.device.type == "meta" or self.index_cache.device.type == "meta":
+            return
+        flat = key_cache.reshape(-1, self.head_dim)
+        slots = flat.ne(0).any(1).nonzero().squeeze(1)  # once, at swap time
+        if slots.numel() == 0:
+            return
+        if flat.shape[0] > self.index_cache.shape[0] * F.PAGE_TOKENS:
+            raise ValueError(f"num_pages: expected at least the {key_cache.shape[0]} pages of the reference's cache "
+                             f"to carry its keys, got {self.index_cache.shape[0]}")
+        device = self.index_cache.device
+        keys = self.rotate_keys(flat[slots].to(device=device, dtype=self.wk.weight.dtype))
+        store_keys(keys, self.index_cache, slots.to(device))
 
     def forward(self, x, q_lora, slots, block_table, seq_lens, query_lens, max_query_len: int):
         q, k, w = self.project(x, q_lora)
@@ -198,7 +251,12 @@ class FP4Indexer(IndexerProjections):
         query_starts, row_ends = decode_layout(seq_lens, query_lens, q.shape[0])
         # Every input checked before this step's keys are written.
         check_tensor("block_table", block_table, dtypes=INDEX_DTYPES, shape=("requests", "pages_per_request"))
-        check_size("block_table", block_table, 0, query_lens.shape[0], "one row per request, from query_lens")
+        requests = query_lens.shape[0]
+        if block_table.shape[0] < requests:
+            raise ValueError(f"block_table: expected at least {requests} rows (one per request, from query_lens), "
+                             f"got {describe(block_table)}")
+        # A table padded past the batch (a captured batch size) is read for its first rows only.
+        block_table = block_table[:requests]
         return decode_step(q, self.index_cache, w, block_table, query_starts, row_ends, max_query_len, self.topk,
                            keys=k, slots=slots, query_precision=self.query_precision, backend=self.backend)[1]
 
@@ -220,9 +278,10 @@ def swap_indexers(
     **fp4_kwargs,
 ) -> list[tuple[str, FP4Indexer]]:
     """Replace every ``ReferenceIndexer`` in ``model`` (or every module ``predicate(name, module)``
-    accepts) by ``FP4Indexer.from_reference(module, **fp4_kwargs)``, in place.
+    accepts) by ``FP4Indexer.from_reference(module, **fp4_kwargs)``, in place. A module registered
+    at several places gets one FP4Indexer at all of them.
 
-    Returns the swapped ``(qualified name, new module)`` pairs, in module order.
+    Returns the swapped ``(qualified name, new module)`` pairs, in module order, one per place.
     """
     if predicate is None:
         predicate = lambda name, module: isinstance(module, ReferenceIndexer)  # noqa: E731
@@ -230,13 +289,21 @@ def swap_indexers(
         # Replacing the root would need the caller's reference to it.
         raise ValueError(f"model: expected a module that contains indexers, got one that is itself replaced "
                          f"({type(model).__name__}); use FP4Indexer.from_reference(model) for a single indexer")
-    targets = [(name, module) for name, module in model.named_modules() if name and predicate(name, module)]
-    if fp4_kwargs.get("index_cache") is not None and len(targets) > 1:
+    # Every path to a module, so that a module registered at two places (shared) is replaced at
+    # both, by one FP4Indexer.
+    targets = [(name, module) for name, module in model.named_modules(remove_duplicate=False)
+               if name and predicate(name, module)]
+    first: dict[int, tuple[str, nn.Module]] = {}
+    for name, module in targets:
+        first.setdefault(id(module), (name, module))
+    unique = list(first.values())
+    if fp4_kwargs.get("index_cache") is not None and len(unique) > 1:
         # One cache for every layer: each layer's keys would overwrite the others' at the same slots.
-        raise ValueError(f"index_cache: expected one cache per layer, got one for {len(targets)} indexers "
-                         f"({', '.join(name for name, _ in targets)}); swap them one at a time with a predicate")
+        raise ValueError(f"index_cache: expected one cache per layer, got one for {len(unique)} indexers "
+                         f"({', '.join(name for name, _ in unique)}); swap them one at a time with a predicate")
     # Every replacement is built before the first is put in, so a failure leaves the model as it was.
-    swapped = [(name, FP4Indexer.from_reference(module, **fp4_kwargs)) for name, module in targets]
+    built = {id(module): FP4Indexer.from_reference(module, **fp4_kwargs) for _, module in unique}
+    swapped = [(name, built[id(module)]) for name, module in targets]
     for name, new in swapped:
         parent_name, _, child = name.rpartition(".")
         setattr(model.get_submodule(parent_name), child, new)

@@ -97,7 +97,7 @@ def bad_calls(case):
         (dict(query_precision="bf16", backend="aiter"), ValueError, "query_precision: expected 'fp4' with backend"),
         (dict(slots=None), ValueError, "keys, slots: expected both or neither"),
         (dict(slots=case["slots"][:-1]), ValueError, "slots: expected"),
-        (dict(q=case["q"][:, :, :64]), ValueError, "query: expected"),
+        (dict(q=case["q"][:, :, :64]), ValueError, "q: expected"),
         (dict(backend="cuda"), ValueError, "backend: expected None or one of"),
         (dict(backend="aiter"), RuntimeError, "backend='aiter'"),  # no ROCm GPU here
     ]

@@ -158,7 +158,7 @@ def test_fp4_indexer_checks_every_input_before_writing_its_cache(gen):
     bad = [
         (dict(max_query_len=0), ValueError, "max_query_len: expected an int >= 1"),
         (dict(block_table=block_table.float()), ValueError, "block_table: expected int32 or int64"),
-        (dict(block_table=block_table[:2]), ValueError, "block_table: expected 3 along dim 0 .*from query_lens"),
+        (dict(block_table=block_table[:2]), ValueError, r"block_table: expected at least 3 rows \(one per request, from query_lens"),
         (dict(seq_lens=seq_lens.float()), ValueError, "seq_lens"),
         (dict(slots=slots[:-1]), ValueError, "slots: expected 7 along dim 0"),
     ]
@@ -213,7 +213,7 @@ def test_swap_indexers_leaves_the_model_whole_when_one_swap_fails():
     model = TinyModel(layers=2)
     before = [(name, type(module)) for name, module in model.named_modules()]
     # The predicate also takes an MLP, which has no indexer weights: nothing is swapped.
-    with pytest.raises(AttributeError):
+    with pytest.raises(TypeError, match="module: expected a ReferenceIndexer .*got Linear without wq_b, wk"):
         swap_indexers(model, predicate=lambda name, module: name.endswith("indexer") or name == "layers.1.mlp")
     assert [(name, type(module)) for name, module in model.named_modules()] == before
 
@@ -260,3 +260,130 @@ def test_swap_indexers_takes_one_external_cache_per_layer():
     assert [(name, type(module)) for name, module in model.named_modules()] == before
     swapped = swap_indexers(model, predicate=lambda name, module: name == "layers.0.indexer", index_cache=cache)
     assert [name for name, _ in swapped] == ["layers.0.indexer"] and swapped[0][1].index_cache is cache
+
+
+class SharedIndexerModel(nn.Module):
+    """One indexer registered at two places (layers sharing it), and at a third in a list."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = ReferenceIndexer(96, 48, num_pages=12, heads=16, topk=32, dtype=torch.float32)
+        self.b = self.a
+        self.more = nn.ModuleList([self.a, nn.Linear(4, 4)])
+
+
+def test_swap_replaces_a_shared_indexer_at_every_place():
+    """A module registered twice was swapped at its first place only: the model then ran the
+    BF16 indexer at the other, with its own cache."""
+    model = SharedIndexerModel()
+    swapped = swap_indexers(model)
+    assert [name for name, _ in swapped] == ["a", "b", "more.0"]
+    assert isinstance(model.a, FP4Indexer) and model.b is model.a and model.more[0] is model.a
+
+
+def test_swap_after_a_prefill_carries_the_cached_keys(gen):
+    """Keys the reference indexer already holds (a prefill ran before the swap) are quantized
+    into the FP4 cache, byte for byte what the FP4 indexer would have stored: before, the swap
+    dropped them (``key_cache`` is not in the state dict) and the next top-k was near random."""
+    torch.manual_seed(0)
+    late, early = TinyModel(layers=1), TinyModel(layers=1)
+    early.load_state_dict(late.state_dict())
+    swap_indexers(early)
+    prefill = decode_inputs(torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        late(*prefill)
+        early(*prefill)
+        swap_indexers(late)
+        step = decode_inputs(torch.Generator().manual_seed(8))
+        got, want = late(*step), early(*step)
+    indexer = late.layers[0]["indexer"]
+    assert indexer.index_cache.any()
+    assert torch.equal(indexer.index_cache, early.layers[0]["indexer"].index_cache)
+    assert torch.equal(got[0], want[0])
+    # With the rotation the carried keys are rotated as forward stores them.
+    rotated_late, rotated_early = TinyModel(layers=1), TinyModel(layers=1)
+    rotated_early.load_state_dict(rotated_late.state_dict())
+    swap_indexers(rotated_early, rotate=True)
+    with torch.no_grad():
+        rotated_late(*prefill)
+        rotated_early(*prefill)
+    swap_indexers(rotated_late, rotate=True)
+    assert torch.equal(rotated_late.layers[0]["indexer"].index_cache, rotated_early.layers[0]["indexer"].index_cache)
+
+
+def test_from_reference_keeps_mode_gradients_and_hooks():
+    ref = ReferenceIndexer(96, 48, num_pages=4, heads=16, topk=8, dtype=torch.float32).eval()
+    ref.wk.weight.requires_grad_(False)
+    seen = []
+    ref.register_forward_hook(lambda module, args, out: seen.append(type(module).__name__))
+    new = FP4Indexer.from_reference(ref)
+    assert not new.training
+    assert [p.requires_grad for p in new.parameters()] == [p.requires_grad for p in ref.parameters()]
+    assert not new.wk.weight.requires_grad and new.wq_b.weight.requires_grad
+    with torch.no_grad():
+        new(*decode_inputs(torch.Generator().manual_seed(1), requests=1)[:2],
+            torch.tensor([-1, -1, -1]), torch.zeros(1, 1, dtype=torch.int32), torch.tensor([0]), torch.tensor([2]), 2)
+    assert seen == ["FP4Indexer"]
+
+
+def test_from_reference_takes_overrides_of_its_geometry():
+    """device, dtype and topk come from the reference unless given: given, they raised
+    "got multiple values for keyword argument"."""
+    ref = ReferenceIndexer(96, 48, num_pages=4, heads=16, topk=8, dtype=torch.float32)
+    new = FP4Indexer.from_reference(ref, dtype=torch.bfloat16, topk=4, device="cpu")
+    assert new.wk.weight.dtype == torch.bfloat16 and new.topk == 4
+    assert torch.equal(new.wk.weight, ref.wk.weight.to(torch.bfloat16))
+    model = TinyModel(layers=2)
+    swapped = swap_indexers(model, dtype=torch.bfloat16, topk=16)
+    assert all(m.topk == 16 and m.wq_b.weight.dtype == torch.bfloat16 for _, m in swapped)
+
+
+def test_from_reference_refuses_parameters_it_would_drop():
+    class BiasedIndexer(ReferenceIndexer):
+        def __init__(self):
+            super().__init__(96, 48, num_pages=4, heads=16, topk=8, dtype=torch.float32)
+            self.extra = nn.Parameter(torch.ones(3))
+
+    with pytest.raises(ValueError, match="module: expected the parameters of a ReferenceIndexer, got BiasedIndexer "
+                                         "with extra as well"):
+        FP4Indexer.from_reference(BiasedIndexer())
+
+
+def test_fp4_indexer_reads_a_block_table_padded_past_the_batch(gen):
+    """A captured batch size pads the block table past the requests: the reference indexer took
+    it, the FP4 one refused it. Its extra rows are not read; fewer rows than requests are refused."""
+    torch.manual_seed(0)
+    model = TinyModel(layers=1)
+    swap_indexers(model)
+    fill_history(model, torch.Generator().manual_seed(5))
+    x, q_lora, slots, block_table, seq_lens, query_lens, most = decode_inputs(torch.Generator().manual_seed(6))
+    indexer = model.layers[0]["indexer"]
+    padded = torch.cat([block_table, torch.full((2, block_table.shape[1]), 10**6, dtype=block_table.dtype)])
+    with torch.no_grad():
+        want = indexer(x, q_lora, slots, block_table, seq_lens, query_lens, most)
+        got = indexer(x, q_lora, slots, padded, seq_lens, query_lens, most)
+        assert torch.equal(got, want)
+        before = indexer.index_cache.clone()
+        with pytest.raises(ValueError, match=r"block_table: expected at least 3 rows \(one per request"):
+            indexer(x, q_lora, slots, block_table[:2], seq_lens, query_lens, most)
+        assert torch.equal(indexer.index_cache, before)
+
+
+def test_reference_indexer_runs_an_empty_or_padding_only_batch():
+    """No rows, or rows with no request (an idle captured batch): the reference indexer raised
+    IndexError; both indexers return -1 everywhere, and a padding-only batch still stores its keys."""
+    for cls in (ReferenceIndexer, FP4Indexer):
+        indexer = cls(96, 48, num_pages=4, heads=16, topk=8, dtype=torch.float32)
+        none = torch.zeros(0, dtype=torch.int64)
+        with torch.no_grad():
+            empty = indexer(torch.randn(0, 96), torch.randn(0, 48), none, torch.zeros(0, 2, dtype=torch.int32),
+                            none, none, 1)
+            padding = indexer(torch.randn(3, 96), torch.randn(3, 48), torch.tensor([5, -1, -1]),
+                              torch.zeros(0, 2, dtype=torch.int32), none, none, 1)
+        assert empty.shape == (0, 8) and empty.dtype == torch.int32, cls
+        assert padding.shape == (3, 8) and padding.dtype == torch.int32 and (padding == -1).all(), cls
+        if cls is ReferenceIndexer:
+            stored = indexer.key_cache.view(-1, 128)[5]
+        else:
+            stored = fp4.cache_views(indexer.index_cache)[0][0, 0, :, 5]  # token 5's payload
+        assert stored.any(), cls
