@@ -18,6 +18,11 @@ from ._checks import INDEX_DTYPES, check_int, check_tensor, describe
 from .reference import top_of
 
 
+# torch 2.13 deprecates all_gather_into_tensor (a FutureWarning per process, an error under
+# -W error) for all_gather_single, which older releases lack; Dynamo traces both.
+_all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+
+
 def _check_placement(rank: int, world: int, interleave: int) -> None:
     check_int("world", world, minimum=1)
     check_int("rank", rank, minimum=0, below=world)
@@ -76,13 +81,18 @@ def merge_topk(
     if values.shape[1] < k:
         raise ValueError(f"values: expected at least k={k} candidates per row (each rank's local top-k with "
                          f"k_local >= k), got {describe(values)}")
+    if group is dist.GroupMember.NON_GROUP_MEMBER:  # what new_group hands a rank outside it
+        raise ValueError(f"group: expected a process group that this rank belongs to, got one without "
+                         f"global rank {dist.get_rank()} (GroupMember.NON_GROUP_MEMBER)")
+    if group is not None and not isinstance(group, dist.ProcessGroup):
+        raise TypeError(f"group: expected None or a torch.distributed ProcessGroup, got {describe(group)}")
     world = dist.get_world_size(group)
     rows, k_local = values.shape
     # Ranks concatenated along dim 0 (the form gloo and NCCL both take).
     gathered_values = values.new_empty((world * rows, k_local))
     gathered_indices = global_indices.new_empty((world * rows, k_local))
-    dist.all_gather_into_tensor(gathered_values, values.contiguous(), group=group)
-    dist.all_gather_into_tensor(gathered_indices, global_indices.contiguous(), group=group)
+    _all_gather(gathered_values, values.contiguous(), group=group)
+    _all_gather(gathered_indices, global_indices.contiguous(), group=group)
     all_values = gathered_values.view(world, rows, k_local).permute(1, 0, 2).reshape(rows, world * k_local)
     all_indices = gathered_indices.view(world, rows, k_local).permute(1, 0, 2).reshape(rows, world * k_local)
     missing = all_indices < 0

@@ -3,6 +3,7 @@ of the whole sequence, on real process groups (gloo on the CPU; NCCL world of 1 
 
 import os
 import tempfile
+import warnings
 
 import pytest
 import torch
@@ -12,6 +13,7 @@ import torch.multiprocessing as mp
 import fp4_inductor as fp4
 from fp4_inductor.distributed import global_to_local, local_to_global, merge_topk
 from fp4_inductor.layout import local_key_count
+from fp4_inductor.testing import forbid_host_sync
 
 from conftest import gpu
 
@@ -113,3 +115,94 @@ def test_merge_topk_nccl_world_of_one_in_cuda_graph():
             assert torch.equal(want[1], fp4.select_topk(logits, row_ends, 40, sorted=True)[1])
         finally:
             dist.destroy_process_group()
+
+
+def test_merge_rejects_a_group_that_is_not_one():
+    values, indices = torch.zeros(2, 3), torch.zeros(2, 3, dtype=torch.int32)
+    with pytest.raises(TypeError, match="group: expected None or a torch.distributed ProcessGroup, got str"):
+        merge_topk(values, indices, 2, group="dcp")
+
+
+def dcp_problem(seed):
+    """A ragged verify batch (query lengths 0-3, a request with fewer keys than rows, padding
+    rows) with small-integer keys and queries: exact logits, many ties across ranks."""
+    g = torch.Generator().manual_seed(seed)
+    requests = 4
+    query_lens = torch.randint(0, 4, (requests,), generator=g)
+    query_lens[1] = 3
+    seq_lens = query_lens + torch.randint(0, 300, (requests,), generator=g)
+    seq_lens[1] = 2
+    rows = int(query_lens.sum()) + 2
+    keys = [torch.randint(-2, 3, (int(n), 128), generator=g).float() for n in seq_lens]
+    q = torch.randint(-1, 2, (rows, 16, 128), generator=g).float()
+    weights = torch.rand(rows, 16, generator=g).add(0.5).mul(4).round()
+    return seq_lens, query_lens, rows, keys, q, weights
+
+
+def dcp_cache(keys, tokens):
+    """A merged cache holding, for each request i, the keys ``tokens(i)`` = (global token ids,
+    their local indices) on permuted pages; with its block table."""
+    placed = [tokens(i) for i in range(len(keys))]
+    pages = max([1] + [int(local.max()) // 64 + 1 for _, local in placed if local.numel()])
+    _, cache = fp4.allocate_merged_cache(len(keys) * pages, page_bytes=8192, index_offset=2048)
+    block_table = torch.randperm(len(keys) * pages, generator=torch.Generator().manual_seed(3)).view(len(keys), pages)
+    for i, (token, local) in enumerate(placed):
+        fp4.store_keys(keys[i][token], cache, block_table[i, local // 64] * 64 + local % 64)
+    return cache, block_table.int()
+
+
+def dcp_rank_topk(problem, rank, world, interleave, k, index_dtype, group):
+    """One DCP rank's decode step (its keys only), merged over ``group``: the global top-k."""
+    seq_lens, query_lens, rows, keys, q, weights = problem
+
+    def mine(i):
+        token = torch.arange(keys[i].shape[0])
+        token = token[(token // interleave) % world == rank]
+        return token, global_to_local(token, rank, world, interleave).long()
+
+    cache, block_table = dcp_cache(keys, mine)
+    with forbid_host_sync():
+        query_starts, row_ends = fp4.decode_layout(seq_lens.to(index_dtype), query_lens.to(index_dtype), rows,
+                                                   rank, world, interleave)
+        values, local = fp4.decode_step(q, cache, weights, block_table, query_starts, row_ends, 3, k)
+        return merge_topk(values, local_to_global(local, rank, world, interleave), k, group=group)
+
+
+def _dcp_worker(rank, world, init_file):
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        members = [2, 0]  # a subgroup, in another order than the global ranks
+        subgroup = dist.new_group(members)
+        for seed, interleave, k, index_dtype in [(1, 1, 7, torch.int64), (2, 16, 200, torch.int32),
+                                                 (3, 64, 40, torch.int64)]:
+            problem = dcp_problem(seed)
+            seq_lens, query_lens, rows, keys, q, weights = problem
+            cache, block_table = dcp_cache(keys, lambda i: (torch.arange(keys[i].shape[0]),) * 2)
+            query_starts, row_ends = fp4.decode_layout(seq_lens, query_lens, rows)
+            logits = fp4.score_paged(fp4.quantize_queries(q), cache, weights, block_table, query_starts, row_ends, 3)
+            want = fp4.select_topk(logits, row_ends, k, sorted=True)
+            for group, group_rank, group_world in [(None, rank, world), (subgroup, members.index(rank), 2)
+                                                   if rank in members else (subgroup, None, None)]:
+                if group_rank is None:
+                    with pytest.raises(ValueError, match="group: expected a process group that this rank belongs to"):
+                        merge_topk(*want, k, group=group)
+                    continue
+                with warnings.catch_warnings():
+                    warnings.simplefilter("error", FutureWarning)  # no deprecated collective
+                    got = dcp_rank_topk(problem, group_rank, group_world, interleave, k, index_dtype, group)
+                case = f"rank {rank} of {group_world}, interleave {interleave}, k {k}"
+                assert torch.equal(got[1], want[1]), f"{case}: indices differ"
+                assert torch.equal(got[0].nan_to_num(123.0), want[0].nan_to_num(123.0)), f"{case}: values differ"
+    finally:
+        dist.destroy_process_group()
+
+
+def test_dcp_decode_step_merged_equals_one_rank():
+    """End to end on gloo: each rank stores only its keys (the SPEC's placement, permuted pages
+    in a merged cache), runs decode_step with its local row ends and merges; the merged top-k
+    equals one rank's over the whole sequence, exactly, with ties to the lower global index
+    (a ragged verify batch, padding rows, a request with fewer keys than rows, int32 and int64
+    lengths). Also over a subgroup of 2 of the 3 ranks; the rank outside it is refused by name.
+    The rank step runs under forbid_host_sync."""
+    with tempfile.TemporaryDirectory() as tmp:
+        mp.spawn(_dcp_worker, args=(3, os.path.join(tmp, "init")), nprocs=3, join=True)
