@@ -70,6 +70,19 @@ def test_topk_k_larger_than_width(backend_device, gen):
     assert sorted(indices[1, :10].cpu().tolist()) == list(range(10)) and indices[1, 10:].eq(-1).all()
 
 
+def test_topk_names_k_past_the_kernels_block(triton_backend_device):
+    """k above 2**19 on rows wider than 2**20 needs a block past Triton's largest: refused by
+    name (it was an error from inside Triton's block check), and the reference takes it."""
+    backend, device = triton_backend_device
+    logits = torch.zeros(1, 2**20 + 64, device=device)
+    row_ends = torch.tensor([5], device=device)
+    with pytest.raises(ValueError, match=r"k: expected at most 524288 for rows wider than 1048576 with the triton "
+                                         r"backend \(backend='reference' takes any k\), got k=524289"):
+        fp4.select_topk(logits, row_ends, 2**19 + 1, backend=backend)
+    values, indices = fp4.select_topk(logits, row_ends, 2**19 + 1, backend="reference")
+    assert indices[0, :5].tolist() == list(range(5)) and indices[0, 5:].eq(-1).all()
+
+
 def test_topk_is_deterministic(backend_device, gen):
     backend, device = backend_device
     logits = make_logits(gen, 4, 1000).to(device)
