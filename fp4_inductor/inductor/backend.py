@@ -23,7 +23,7 @@ from torch import fx
 from .. import formats as F
 from .._checks import FLOAT_DTYPES, INDEX_DTYPES, check_bool, check_int, check_size, check_tensor
 from ..ops import store_keys
-from .rewrite import find_indexers, mutates, rewrite
+from .rewrite import ancestors, erase_dead, find_indexers, rewrite
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +145,9 @@ def rewrite_indexers(
     sources: list[int] = []
     shadows: dict[fx.Node, fx.Node] = {}
     new_nodes: list[fx.Node] = []
+    replaced: set[fx.Node] = set()
     for match in matches:
+        replaced |= ancestors(match.topk)
         if match.cache not in shadows:
             index = placeholders.index(match.cache)
             source = example_inputs[index]
@@ -161,7 +163,7 @@ def rewrite_indexers(
             sources.append(index)
         new_nodes += rewrite(graph, match, shadows[match.cache], max_query_len)
     _propagate_fake_values(new_nodes, fake_mode)
-    graph.eliminate_dead_code(is_impure_node=mutates)
+    erase_dead(graph, replaced)  # only the replaced chains: graph-wide DCE drops side effects it cannot see
     gm.recompile()
     log.info("fp4_inductor: rewrote %d indexer(s) onto %d FP4 shadow cache(s)", len(matches), len(sources))
     return gm, sources
@@ -208,7 +210,6 @@ def fp4_inductor(
     are this backend's: ``max_query_len`` (int, the scorer's launch hint) and
     ``rewrite`` (bool, default True).
     """
-    from torch._inductor import list_mode_options
     from torch._inductor.compile_fx import compile_fx
 
     options = dict(options or {})
@@ -220,8 +221,8 @@ def fp4_inductor(
     max_query_len = own.get("max_query_len")
     if max_query_len is not None:
         check_int(OPTION_PREFIX + "max_query_len", max_query_len, minimum=1)
-    patches = dict(list_mode_options(mode) if mode not in (None, "default") else {})
-    patches.update(options)
+    # Validated (names, types) and merged with the mode's as torch.compile's Inductor backend does.
+    patches = dict(torch._TorchCompileInductorWrapper(mode, options, dynamic=None).config)
     sources: list[int] = []
     if rewrite_on:
         gm, sources = rewrite_indexers(gm, example_inputs, max_query_len)

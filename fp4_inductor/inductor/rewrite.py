@@ -227,9 +227,32 @@ def _is_view(node: fx.Node, of: fx.Node) -> bool:
     return name in _VIEWS and node.args and node.args[0] is of
 
 
+def _storage(node: Any) -> Any:
+    """(storage id, first byte, end byte) of the memory a node's fake value may touch, or None."""
+    value = _value(node)
+    if not isinstance(value, torch.Tensor) or value.numel() == 0:
+        return None
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    size = value.element_size()
+    start = _size_hint(value.storage_offset()) * size
+    span = sum((_size_hint(n) - 1) * abs(_size_hint(st)) for n, st in zip(value.shape, value.stride()))
+    return StorageWeakRef(value.untyped_storage()).cdata, start, start + (span + 1) * size
+
+
+def _overlaps(a: Any, b: Any) -> bool:
+    return a is not None and b is not None and a[0] == b[0] and a[1] < b[2] and b[1] < a[2]
+
+
 def _aliases(cache: fx.Node) -> list[fx.Node]:
-    """``cache`` and every node that may share its memory."""
-    found, frontier = [cache], [cache]
+    """``cache`` and every node that may share its memory: view ops and basic indexing of it, and
+    any node (another graph input included) whose fake value shares its storage (``contiguous()``,
+    a no-op ``to``, a view made outside the graph and passed in as its own input)."""
+    found = [cache]
+    storage = _storage(cache)
+    if storage is not None:
+        found += [n for n in cache.graph.nodes if n is not cache and _overlaps(_storage(n), storage)]
+    frontier = list(found)
     while frontier:
         node = frontier.pop()
         for user in node.users:
@@ -256,12 +279,15 @@ def _mirrorable_writes(cache: fx.Node) -> tuple[list[fx.Node], Optional[str]]:
     for alias in _aliases(cache):
         for user in alias.users:
             name = _name(user) or ""
-            mutates = name.endswith("_") and not name.startswith("__") or name == "setitem"
+            mutates = name.endswith("_") and not name.startswith("__") or name in ("setitem", *_INPLACE_OPERATORS)
             target = user.target
             if isinstance(target, torch._ops.OpOverloadPacket):
                 target = getattr(target, "default", None)
             if isinstance(target, torch._ops.OpOverload) and target._schema.is_mutable:
                 mutates = True
+            if isinstance(target, torch._ops.HigherOrderOperator):
+                # A user Triton kernel (triton_kernel_wrapper_mutation) or any other HOP taking the cache.
+                return [], f"{user.format_node()} may write the cache (a higher-order op)"
             if not mutates:
                 if "out" in user.kwargs:
                     return [], f"{user.format_node()} writes through out="
@@ -305,12 +331,17 @@ def _match_topk(node: fx.Node) -> Optional[tuple[Any, Any, Any, Any]]:
     ``torch.topk(logits.masked_fill(cols >= row_ends[:, None], -inf), k)`` (largest, last dim)."""
     name = _name(node)
     if name == "fp4::select_topk":
-        return node.args[0], node.args[1], _arg(node, 2, "k"), _arg(node, 3, "sorted", False)
+        logits, row_ends = _arg(node, 0, "logits"), _arg(node, 1, "row_ends")
+        if logits is None or row_ends is None:
+            return None
+        return logits, row_ends, _arg(node, 2, "k"), _arg(node, 3, "sorted", False)
     if name != "topk" or _arg(node, 2, "dim", -1) not in (-1, 1) or not _arg(node, 3, "largest", True):
         return None
-    masked = node.args[0]
+    masked = _arg(node, 0, "input")
+    if not isinstance(masked, fx.Node) or not masked.args:
+        return None
     if _name(masked) == "masked_fill" and _arg(masked, 2, "value") == float("-inf"):
-        logits, row_ends = masked.args[0], _row_bound(masked.args[1], "ge")
+        logits, row_ends = masked.args[0], _row_bound(_arg(masked, 1, "mask"), "ge")
     elif _name(masked) == "where" and len(masked.args) == 3 and masked.args[2] == float("-inf"):
         logits, row_ends = masked.args[1], _row_bound(masked.args[0], "lt")
     else:
@@ -329,9 +360,17 @@ def _row_bound(mask: Any, op: str) -> Optional[fx.Node]:
         cols, bound = mask.args if name == op else mask.args[::-1]
         cols = _strip_casts(_unsqueezed_first(cols) or cols)
         bound = _unsqueezed_last(bound, 1)
-        if _name(cols) == "arange" and bound is not None:
+        if _name(cols) == "arange" and bound is not None and _counts_from_zero(cols):
             return _strip_casts(bound)
     return None
+
+
+def _counts_from_zero(arange: fx.Node) -> bool:
+    """``arange(end)`` or ``arange(0, end[, 1])``: column j is key j."""
+    args = list(arange.args)
+    start = arange.kwargs.get("start", args[0] if len(args) >= 2 else 0)
+    step = arange.kwargs.get("step", args[2] if len(args) >= 3 else 1)
+    return start == 0 and step == 1
 
 
 def _unsqueezed_first(node: Any) -> Optional[fx.Node]:
@@ -353,9 +392,17 @@ def find_indexers(graph: fx.Graph) -> tuple[list[Match], list[str]]:
     for topk in graph.nodes:
         selection = _match_topk(topk)
         if selection is None:
+            source = _arg(topk, 0, "input") if _name(topk) == "topk" else None
+            if isinstance(source, fx.Node) and _reads_key_cache(source):
+                skipped.append(f"{topk.name}: a top-k over logits that read a float [pages, 64, 128] input, but not "
+                               f"of logits.masked_fill(arange(width) >= row_ends[:, None], -inf) (or the where form)")
             continue
         found = _match_scores(selection[0])
         if found is None:
+            if _reads_key_cache(selection[0]):
+                # It reads a float [pages, 64, 128] input: most likely an indexer in another spelling.
+                skipped.append(f"{topk.name}: its logits read a float [pages, 64, 128] input but are not "
+                               f"(relu(einsum(q, keys).float()) * w[..., None]).sum(1)")
             continue
         q, keys, w = found
         gather = _match_gather(keys)
@@ -370,9 +417,23 @@ def find_indexers(graph: fx.Graph) -> tuple[list[Match], list[str]]:
         if value.dim() != 3 or tuple(value.shape[1:]) != (F.PAGE_TOKENS, F.HEAD_DIM) or not value.is_floating_point():
             skipped.append(f"{topk.name}: the key cache is {value.dtype} {list(value.shape)}, not float [pages, 64, 128]")
             continue
+        table_value, keys_value = _value(block_table), _value(keys)
+        if (not isinstance(table_value, torch.Tensor) or table_value.dim() != 2 or not isinstance(keys_value, torch.Tensor)
+                or [_size_hint(n) for n in keys_value.shape[1:]]
+                != [_size_hint(table_value.shape[1]) * F.PAGE_TOKENS, F.HEAD_DIM]):
+            skipped.append(f"{topk.name}: the gathered keys are {list(getattr(keys_value, 'shape', []))}, not "
+                           f"[rows, block_table.shape[1] * 64, 128] from a 2-D block table")
+            continue
         heads = _value(q).shape[1] if _value(q) is not None and _value(q).dim() == 3 else None
         if heads not in F.QUERY_HEADS:
             skipped.append(f"{topk.name}: queries have {heads} heads, the FP4 ops take {F.QUERY_HEADS}")
+            continue
+        w_value, q_value = _value(w), _value(q)
+        if not isinstance(w_value, torch.Tensor) or w_value.dim() > 2 or any(
+                _size_hint(a) not in (1, _size_hint(b))
+                for a, b in zip(reversed(w_value.shape), reversed(q_value.shape[:2]))):
+            shape = list(w_value.shape) if isinstance(w_value, torch.Tensor) else w_value
+            skipped.append(f"{topk.name}: the head weights are {shape}, not [rows, H] or broadcastable to it")
             continue
         writes, reason = _mirrorable_writes(cache)
         if reason is not None:
@@ -384,6 +445,22 @@ def find_indexers(graph: fx.Graph) -> tuple[list[Match], list[str]]:
             row_ends=row_ends, k=k, sorted=sorted_, query_starts=_match_request(request), writes=writes,
         ))
     return matches, skipped
+
+
+def _reads_key_cache(node: fx.Node) -> bool:
+    """Whether ``node`` depends on a graph input shaped like a float key cache [pages, 64, 128]."""
+    seen, frontier = set(), [node]
+    while frontier:
+        n = frontier.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        value = _value(n)
+        if (n.op == "placeholder" and isinstance(value, torch.Tensor) and value.dim() == 3
+                and value.is_floating_point() and tuple(value.shape[1:]) == (F.PAGE_TOKENS, F.HEAD_DIM)):
+            return True
+        frontier += n.all_input_nodes
+    return False
 
 
 def _size_hint(size: Any) -> int:
@@ -405,7 +482,9 @@ def rewrite(graph: fx.Graph, match: Match, shadow: fx.Node, max_query_len: Optio
         new.append(node)
         return node
 
-    pages = _size_hint(_value(match.cache).shape[0])
+    # The shadow is a static input [pages, 64, 68]: specialize (and guard) a symbolic page count,
+    # so a cache of another size recompiles instead of meeting a shadow of the wrong shape.
+    pages = int(_value(match.cache).shape[0])
     for write in match.writes:
         kind, index, values = _write_slots(write, write.args[0])
         with graph.inserting_before(write.next):
@@ -416,7 +495,13 @@ def rewrite(graph: fx.Graph, match: Match, shadow: fx.Node, max_query_len: Optio
                 page = _wrapped(call, index[0], pages)
                 token = _wrapped(call, index[1], F.PAGE_TOKENS)
                 slots = call("call_function", operator.add, call("call_function", operator.mul, page, F.PAGE_TOKENS), token)
-            call("call_function", fp4.store_keys.default, values, shadow, slots, None)
+            # Quantize what the cache now holds (the values cast to its dtype; Inductor would fuse a
+            # plain cast away), as a refill or write_keys would: read the written rows back.
+            if kind == "flat":
+                stored = call("call_function", operator.getitem, write.args[0], slots)
+            else:
+                stored = call("call_function", operator.getitem, write.args[0], (page, token))
+            call("call_function", fp4.store_keys.default, stored, shadow, slots, None)
 
     queries, table, request = match.queries, match.block_table, match.request
     if max_query_len is None:
@@ -426,21 +511,29 @@ def rewrite(graph: fx.Graph, match: Match, shadow: fx.Node, max_query_len: Optio
     with graph.inserting_before(match.topk):
         query_starts = match.query_starts
         if query_starts is None:
-            # Rows are grouped by request in order: request i owns rows [#(request < i), #(request < i + 1)).
-            requests = call("call_method", "size", table, 0)
-            edges = call("call_function", torch.arange, call("call_function", operator.add, requests, 1),
-                         device=_value(request).device)
-            query_starts = call("call_function", torch.searchsorted, request, edges)
+            # Nothing proves the rows are grouped by request in order: give each row its own
+            # block-table row (one request per row; correct for any row -> request map).
+            table = call("call_function", operator.getitem, table, request)
+            rows = call("call_method", "size", queries, 0)
+            query_starts = call("call_function", torch.arange, call("call_function", operator.add, rows, 1),
+                                device=_value(request).device)
         quantized = call("call_function", fp4.quantize_queries.default, queries, None)
         payload = call("call_function", operator.getitem, quantized, 0)
         scales = call("call_function", operator.getitem, quantized, 1)
         weights = call("call_method", "float", match.weights)
+        if tuple(_value(match.weights).shape) != tuple(_value(queries).shape[:2]):
+            # w [H], [1, H] or [rows, 1] broadcast in the reference: give the scorer [rows, H].
+            weights = call("call_method", "contiguous", call("call_method", "expand", weights,
+                           call("call_method", "size", queries, 0), call("call_method", "size", queries, 1)))
         logits = call("call_function", fp4.score_paged.default, payload, scales, shadow, weights, table, query_starts,
                       match.row_ends, max_query_len, None)
         topk = call("call_function", fp4.select_topk.default, logits, match.row_ends, match.k, match.sorted, None)
         if _name(match.topk) == "topk":
             values = call("call_function", operator.getitem, topk, 0)
             indices = call("call_function", operator.getitem, topk, 1)
+            original = _value(match.topk)
+            if original is not None and original[0].dtype != torch.float32:
+                values = call("call_method", "to", values, original[0].dtype)  # as torch.topk gave them
             topk = call("call_function", as_torch_topk, values, indices)
     match.topk.replace_all_uses_with(topk)
     graph.erase_node(match.topk)
@@ -452,7 +545,40 @@ def _wrapped(call, index: fx.Node, size: int) -> fx.Node:
     return call("call_function", torch.where, negative, call("call_function", operator.add, index, size), index)
 
 
+# Python's in-place operators (``x += y`` on a local name): Dynamo keeps them as operator.iadd etc.
+_INPLACE_OPERATORS = {
+    "iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "imatmul", "iand", "ior", "ixor",
+    "ilshift", "irshift",
+}
+
+
 def mutates(node: fx.Node) -> bool:
-    """In-place methods and setitem, which Dynamo graphs keep as plain calls."""
+    """In-place methods, in-place operators and setitem, which Dynamo graphs keep as plain calls."""
     name = _name(node) or ""
-    return node.is_impure() or (name.endswith("_") and not name.startswith("__")) or name == "setitem"
+    return (node.is_impure() or (name.endswith("_") and not name.startswith("__")) or name == "setitem"
+            or name in _INPLACE_OPERATORS or "out" in node.kwargs
+            or isinstance(node.target, torch._ops.HigherOrderOperator))
+
+
+def ancestors(node: fx.Node) -> set[fx.Node]:
+    """Every node ``node`` reads, directly or not."""
+    found, frontier = set(), list(node.all_input_nodes)
+    while frontier:
+        n = frontier.pop()
+        if n not in found:
+            found.add(n)
+            frontier += n.all_input_nodes
+    return found
+
+
+def erase_dead(graph: fx.Graph, candidates: set[fx.Node]) -> None:
+    """Erase the ``candidates`` (the replaced chains) left without users; nothing else in the graph."""
+    changed = True
+    while changed:
+        changed = False
+        for node in reversed(list(graph.nodes)):
+            if node in candidates and node.op in ("call_function", "call_method"):
+                if not node.users and not mutates(node):
+                    candidates.discard(node)
+                    graph.erase_node(node)
+                    changed = True
