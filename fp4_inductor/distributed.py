@@ -24,9 +24,9 @@ _all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_t
 
 
 def _check_placement(rank: int, world: int, interleave: int) -> None:
-    check_int("world", world, minimum=1)
+    check_int("world", world, minimum=1, below=2**31)  # as decode_layout's: the product stays in int64
     check_int("rank", rank, minimum=0, below=world)
-    check_int("interleave", interleave, minimum=1)
+    check_int("interleave", interleave, minimum=1, below=2**31)
 
 
 def _check_index_tensor(name: str, t: object) -> None:

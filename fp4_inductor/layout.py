@@ -99,9 +99,10 @@ def allocate_merged_cache(
 
 def check_layout_args(num_rows: object, dcp_rank: object, dcp_world_size: object, interleave: object) -> None:
     check_int("num_rows", num_rows, minimum=0)
-    check_int("dcp_world_size", dcp_world_size, minimum=1)
+    # Both below 2**31 (token positions are int32 on the device): their product stays in int64.
+    check_int("dcp_world_size", dcp_world_size, minimum=1, below=2**31)
     check_int("dcp_rank", dcp_rank, minimum=0, below=dcp_world_size)  # type: ignore[arg-type]
-    check_int("interleave", interleave, minimum=1)
+    check_int("interleave", interleave, minimum=1, below=2**31)
 
 
 def check_lengths(seq_lens: object, query_lens: object) -> None:

@@ -41,6 +41,8 @@ def test_placement_rejects():
         local_to_global(torch.tensor([1.0]), 0, 2, 1)
     with pytest.raises(TypeError, match="global_idx"):
         global_to_local([1, 2], 0, 2, 1)
+    with pytest.raises(ValueError, match="interleave: expected an int < 2147483648"):
+        local_to_global(torch.tensor([1]), 0, 4, 2**62)
 
 
 def test_merge_refuses_fewer_candidates_than_k():

@@ -91,6 +91,9 @@ def test_decode_layout_extra_seq_lens_and_no_rows():
         (dict(dcp_rank=-1), "dcp_rank"),
         (dict(dcp_world_size=0), "dcp_world_size"),
         (dict(interleave=0), "interleave"),
+        # A cycle past int64 raised OverflowError or a schema error naming neither.
+        (dict(interleave=2**62), "interleave: expected an int < 2147483648, got 4611686018427387904"),
+        (dict(dcp_world_size=2**63), "dcp_world_size: expected an int < 2147483648"),
         (dict(seq_lens=torch.tensor([5])), "seq_lens"),
         (dict(seq_lens=torch.tensor([[5, 5]])), "seq_lens"),
         (dict(query_lens=torch.tensor([1.0, 1.0])), "query_lens"),
