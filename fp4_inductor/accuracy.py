@@ -5,9 +5,10 @@ python -m fp4_inductor.accuracy [--contexts 4096,32768,131072] [--ks 512,1024,20
 Data (written down so that the numbers can be reproduced):
 - ``gaussian``: queries and keys i.i.d. N(0, 1), keys LayerNorm'd (as the indexer's keys are);
   head weights N(0, 1) * heads**-0.5.
-- ``correlated``: keys = LayerNorm(0.7 * (z @ B) + 0.3 * noise) with B a fixed random
-  [16, 128] basis (keys share a low-rank structure, as real keys do), queries likewise
-  with their own basis mixed with the keys' (so scores have a signal, not only noise).
+- ``correlated``: keys = LayerNorm(0.7 * (z @ B) / 4 + 0.3 * noise) with B a random
+  [16, 128] basis (keys share a low-rank structure, as real keys do), queries = 0.5 * q +
+  0.5 * (z' @ B) / 4: the gaussian queries mixed with the keys' own basis (so scores have a
+  signal, not only noise).
 - ``outliers``: the gaussian keys with 4 fixed channels scaled by 16 before LayerNorm
   (outlier channels, which widen the per-group scale spread inside a key).
 
@@ -91,20 +92,44 @@ def compare(kind: str, context: int, ks: list[int], rows: int, heads: int, seed:
     return results
 
 
+def positive_ints(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers separated by commas, got {text!r}")
+    return values
+
+
+def positive_int(text: str) -> int:
+    values = positive_ints(text)
+    if len(values) != 1:
+        raise argparse.ArgumentTypeError(f"expected one positive integer, got {text!r}")
+    return values[0]
+
+
+def data_kinds(text: str) -> str:
+    bad = [k for k in text.split(",") if k not in ("gaussian", "correlated", "outliers")]
+    if bad:
+        raise argparse.ArgumentTypeError(f"expected gaussian, correlated or outliers, got {', '.join(map(repr, bad))}")
+    return text
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--contexts", default="4096,32768,131072")
-    parser.add_argument("--ks", default="512,1024,2048")
-    parser.add_argument("--data", default="gaussian,correlated,outliers")
-    parser.add_argument("--rows", type=int, default=4)
-    parser.add_argument("--heads", type=int, default=64)
+    parser.add_argument("--contexts", type=positive_ints, default="4096,32768,131072")
+    parser.add_argument("--ks", type=positive_ints, default="512,1024,2048")
+    parser.add_argument("--data", type=data_kinds, default="gaussian,correlated,outliers")
+    parser.add_argument("--rows", type=positive_int, default=4)
+    parser.add_argument("--heads", type=positive_int, default=64)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--plot", default=None, help="write a PNG of overlap vs k (needs matplotlib)")
     args = parser.parse_args(argv)
-    ks = [int(v) for v in args.ks.split(",")]
+    ks = args.ks
     results = []
     for kind in args.data.split(","):
-        for context in (int(v) for v in args.contexts.split(",")):
+        for context in args.contexts:
             results += compare(kind, context, ks, args.rows, args.heads, args.seed)
     print("| data | context | k | variant | top-k overlap with BF16 | logit cosine |")
     print("| --- | --- | --- | --- | --- | --- |")

@@ -5,7 +5,10 @@ device)."""
 from __future__ import annotations
 
 import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.weak import WeakTensorKeyDictionary
 
 from . import formats as F
 from ._op_checks import check_paging
@@ -25,30 +28,54 @@ HOST_SYNC_OPS = frozenset(
         "aten::_unique",
         "aten::_unique2",
         "aten::unique_consecutive",
-        "aten::repeat_interleave",
+        "aten::unique_dim_consecutive",
         "aten::allclose",
-        "aten::_assert_async",
         "aten::bincount",
+        "aten::_linalg_check_errors",  # linalg.inv/cholesky/solve read their info tensor on the host
     ]
 )
+# (``aten::_assert_async`` is not here: on CUDA it asserts on the device, without a sync.)
+
+
+def syncs_inside(name: str, args: tuple, kwargs: dict) -> bool:
+    """Ops that read device data on the host inside their CUDA kernel, only for some arguments."""
+    if name == "aten::repeat_interleave":  # the Tensor overload reads cumsum[-1] without output_size
+        return kwargs.get("output_size", args[1] if len(args) > 1 else None) is None
+    if name == "aten::histc":  # min == max (the default 0, 0): the range is read from the data
+        lo = args[2] if len(args) > 2 else kwargs.get("min", 0)
+        hi = args[3] if len(args) > 3 else kwargs.get("max", 0)
+        return lo == hi
+    if name == "aten::multinomial":  # the validity check .item() of the fast path
+        samples = args[1] if len(args) > 1 else kwargs.get("num_samples")
+        replacement = args[2] if len(args) > 2 else kwargs.get("replacement", False)
+        return (not replacement) or samples == 1
+    return False
 
 # Indexing ops, flagged when an index is a boolean (or uint8) mask: its nonzero runs inside the
 # op, below this mode, and the result's shape depends on the data (``x[mask]``, ``x[mask] = v``).
 INDEX_OPS = frozenset(["aten::index", "aten::index_put_", "aten::index_put", "aten::_index_put_impl_"])
 
 
-def mask_indexed(name: str, args: tuple, kwargs: dict) -> bool:
+def is_mask(i) -> bool:
+    return isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8)
+
+
+def mask_indexed(name: str, args: tuple, kwargs: dict, is_device_data=None) -> bool:
     indices = args[1] if len(args) > 1 else kwargs.get("indices", ())
-    if not any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in indices):
+    if not any(is_mask(i) for i in indices):
         return False
     if name == "aten::index":
         return True
-    # A write of one CPU value without accumulate (``x[mask] = 0.0``) runs as masked_fill_: the
-    # value is read on the host, no device data is, and no nonzero runs.
+    # A write of one host value without accumulate (``x[mask] = 0.0``) runs as masked_fill_ (no
+    # nonzero), but only with exactly one mask, every other index None, the mask on self's device
+    # (ATen's canDispatchToMaskedFill); ``x[m1, m2] = 0`` and ``x[mask, idx] = 0`` run a nonzero.
     value = args[2] if len(args) > 2 else kwargs.get("values")
     accumulate = args[3] if len(args) > 3 else kwargs.get("accumulate", False)
-    one_host_value = isinstance(value, torch.Tensor) and value.numel() == 1 and value.device.type == "cpu"
-    return bool(accumulate) or not one_host_value
+    tensors = [i for i in indices if i is not None]
+    one_mask = len(tensors) == 1 and is_mask(tensors[0]) and tensors[0].device == args[0].device
+    is_device_data = is_device_data or (lambda t: t.device.type != "cpu")
+    one_host_value = isinstance(value, torch.Tensor) and value.numel() == 1 and not is_device_data(value)
+    return bool(accumulate) or not (one_mask and one_host_value)
 
 
 # Copies, flagged when they bring a tensor that is not on the CPU to the CPU (``.cpu()``,
@@ -71,26 +98,75 @@ class HostSyncError(RuntimeError):
     """Raised by ``forbid_host_sync`` when a step reads device data on the host."""
 
 
+# Python-level reads that dispatch no aten op on CPU tensors (and printing, which runs with the
+# dispatch modes disabled even on the GPU): seen by a torch-function mode.
+HOST_READ_METHODS = frozenset(["tolist", "numpy", "__array__", "__repr__", "__str__", "__format__"])
+
+
+class _ForbidHostReads(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if name in HOST_READ_METHODS and args and isinstance(args[0], torch.Tensor) and args[0].device.type != "meta":
+            raise HostSyncError(f"Tensor.{name} reads device data on the host")
+        kwargs = kwargs or {}
+        if func is torch.nn.functional.one_hot:
+            classes = args[1] if len(args) > 1 else kwargs.get("num_classes", -1)
+            if classes != -1:
+                # On CUDA one_hot with num_classes checks its range on the device (scatter's
+                # assert); the CPU kernel reads min/max on the host. Run what CUDA runs.
+                x = args[0]
+                return (x.unsqueeze(-1) == torch.arange(classes, device=x.device)).to(torch.int64)
+        return func(*args, **kwargs)
+
+
 class forbid_host_sync(TorchDispatchMode):
     """Raise ``HostSyncError`` on any op that reads device data on the host.
 
     ``fullgraph=True`` alone does not catch ``.item()`` in current PyTorch (it is
     captured as a scalar output), so decode paths are checked op by op here.
     The bodies of this library's ``fp4::`` ops are entered, so what they run
-    inside is checked too. ``torch.repeat_interleave`` is flagged even with
-    ``output_size`` given; use ``searchsorted`` layouts instead. Copies of a
-    device tensor to the CPU are flagged (``.cpu()``, ``.tolist()``, ``.numpy()``);
-    on CPU tensors ``.tolist()`` and ``.numpy()`` read memory directly, without an
-    op to see, so run the check on the device to catch them.
+    inside is checked too. ``torch.repeat_interleave`` is flagged without
+    ``output_size``. Copies of a device tensor to the CPU are flagged (``.cpu()``),
+    and so are ``.tolist()``, ``.numpy()`` and printing a tensor, on any device.
+    On the CPU every tensor is on the host: a one-element value written through a
+    mask (``x[mask] = v``, ``masked_fill_(mask, v)``) counts as device data when an
+    op under this mode computed it (it syncs on the GPU), as a host value otherwise.
     """
+
+    def __init__(self):
+        super().__init__()
+        self._computed = WeakTensorKeyDictionary()
+        self._depth = 0
+        self._reads = None
+
+    def __enter__(self):
+        if self._depth == 0:
+            self._reads = _ForbidHostReads()
+            self._reads.__enter__()
+        self._depth += 1
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        try:
+            return super().__exit__(*exc)
+        finally:
+            self._depth -= 1
+            if self._depth == 0:
+                self._reads.__exit__(*exc)
+
+    def _is_device_data(self, t: torch.Tensor) -> bool:
+        return t.device.type != "cpu" or t in self._computed
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = func._schema.name
-        if name in HOST_SYNC_OPS:
+        if name in HOST_SYNC_OPS or syncs_inside(name, args, kwargs):
             raise HostSyncError(f"{name} reads device data on the host (or has a data-dependent shape)")
-        if name in INDEX_OPS and mask_indexed(name, args, kwargs):
+        if name in INDEX_OPS and mask_indexed(name, args, kwargs, self._is_device_data):
             raise HostSyncError(f"{name} with a boolean mask index has a data-dependent shape (a nonzero inside)")
+        if (name in ("aten::masked_fill", "aten::masked_fill_") and len(args) > 2
+                and isinstance(args[2], torch.Tensor) and self._is_device_data(args[2])):
+            raise HostSyncError(f"{name} with a device tensor value reads it on the host (value.item())")
         if name in COPY_OPS and copies_to_host(name, args, kwargs):
             raise HostSyncError(f"{name} copies device data to the host")
         if name.startswith("fp4::"):
@@ -100,7 +176,12 @@ class forbid_host_sync(TorchDispatchMode):
             if op is not None:
                 with self:
                     return op._init_fn(*args, **kwargs)
-        return func(*args, **kwargs)
+        out = func(*args, **kwargs)
+        if name != "aten::lift_fresh":  # torch.tensor(literal) is a host constant
+            for t in pytree.tree_leaves(out):
+                if isinstance(t, torch.Tensor):
+                    self._computed[t] = True
+        return out
 
 
 def check_block_table(block_table: torch.Tensor, cache: torch.Tensor, query_starts: torch.Tensor,

@@ -125,6 +125,47 @@ def test_forbid_host_sync_catches_mask_indexing_and_bincount():
         x.clone().__setitem__(mask, 0.0), x.clone().index_put_((mask,), torch.tensor(1.0))
 
 
+def test_forbid_host_sync_catches_reads_without_an_op():
+    """``.tolist()``, ``.numpy()`` and printing run no op on CPU tensors (and printing runs with the
+    dispatch modes off on any device): a torch-function mode flags them, so CPU runs catch them."""
+    x = torch.arange(4.0)
+    for read in (lambda: x.tolist(), lambda: x.numpy(), lambda: str(x), lambda: f"{x}"):
+        with pytest.raises(HostSyncError, match="reads device data on the host"):
+            with forbid_host_sync():
+                read()
+    assert x.tolist() == [0.0, 1.0, 2.0, 3.0]  # the mode is gone after the block
+
+
+def test_forbid_host_sync_follows_what_syncs_on_the_gpu():
+    """A masked write runs as masked_fill_ (no nonzero) only for one mask and a host value; two
+    masks, a mask with an index, or a value computed on the device sync. Some ops sync inside
+    their CUDA kernel for some arguments (repeat_interleave without output_size, histc over the
+    data's range, multinomial's check, linalg's error check); others never do (_assert_async,
+    repeat_interleave with output_size, one_hot with num_classes)."""
+    x, mask = torch.arange(6.0), torch.tensor([True, False] * 3)
+    grid, m0, m1 = torch.zeros(2, 3), torch.tensor([True, False]), torch.tensor([True, False, True])
+    probabilities, reps = torch.tensor([0.2, 0.8]), torch.tensor([1, 2])
+    flagged = (
+        lambda: grid.__setitem__((m0, m1), 0.0),
+        lambda: grid.__setitem__((m0, torch.tensor([1, 2])), 0.0),
+        lambda: x.clone().__setitem__(mask, x.max()),
+        lambda: x.clone().masked_fill_(mask, x.max()),
+        lambda: torch.repeat_interleave(reps),
+        lambda: torch.histc(x, bins=4),
+        lambda: torch.multinomial(probabilities, 1),
+        lambda: torch.linalg.inv(torch.eye(2)),
+    )
+    for op in flagged:
+        with pytest.raises(HostSyncError):
+            with forbid_host_sync():
+                op()
+    with forbid_host_sync():
+        torch._assert_async(torch.tensor(True))
+        torch.repeat_interleave(reps, output_size=3), torch.histc(x, bins=4, min=0, max=6)
+        torch.nn.functional.one_hot(torch.tensor([0, 2]), 3)
+        x.clone().masked_fill_(mask, 0.0), x.clone().__setitem__(mask, torch.tensor(1.0))
+
+
 def test_forbid_host_sync_catches_copies_to_the_host():
     """``.cpu()``, ``.to("cpu")`` and a copy into a CPU tensor of a tensor that is not on the CPU
     (here "meta", standing in for a GPU) raise; copies that stay on the CPU, or leave it, do not."""
