@@ -189,7 +189,8 @@ class FP4Indexer(IndexerProjections):
     @classmethod
     def from_reference(cls, module: ReferenceIndexer, **kwargs) -> "FP4Indexer":
         """An FP4Indexer in place of ``module``: its weights (copied, with their ``requires_grad``),
-        geometry, training mode and forward hooks, and the keys already in its BF16 cache (a swap
+        geometry, training mode and forward hooks (its own hook dicts, shared: the handles their
+        registration returned still remove them), and the keys already in its BF16 cache (a swap
         after a prefill), quantized into the FP4 cache (through ``rotate_keys``). ``kwargs`` go
         to the constructor and may override any of it (``device``, ``dtype``, ``topk``, ...).
         Carrying the keys reads the host once (which slots hold a key); call it outside a
@@ -215,14 +216,22 @@ class FP4Indexer(IndexerProjections):
         if unexpected:
             raise ValueError(f"module: expected the parameters of a ReferenceIndexer, got {type(module).__name__} "
                              f"with {', '.join(unexpected)} as well, which an FP4Indexer would drop")
-        fp4.load_state_dict(state)
+        # Strict about the indexer's own parameters only: a subclass (cls) may add state of its own.
+        missing = [key for key in fp4.load_state_dict(state, strict=False).missing_keys
+                   if key.split(".")[0] in ("wq_b", "wk", "k_norm", "weights_proj")]
+        if missing:
+            raise ValueError(f"module: expected the parameters of a ReferenceIndexer, got {type(module).__name__} "
+                             f"without {', '.join(missing)}")
         fp4.train(module.training)
         own = dict(module.named_parameters())
         for name, parameter in fp4.named_parameters():
-            parameter.requires_grad_(own[name].requires_grad)
-        # Hooks on the replaced module (profilers, debug taps) stay on the module that replaces it.
+            if name in own:
+                parameter.requires_grad_(own[name].requires_grad)
+        # Hooks on the replaced module (profilers, debug taps) stay on the module that replaces it:
+        # the same dicts, so that the handles their registration returned still remove them.
         for hooks in _FORWARD_HOOKS:
-            getattr(fp4, hooks).update(getattr(module, hooks, {}))
+            if hasattr(module, hooks):
+                object.__setattr__(fp4, hooks, getattr(module, hooks))
         fp4._carry_keys(module.key_cache)
         return fp4
 
@@ -237,7 +246,7 @@ class FP4Indexer(IndexerProjections):
         slots = flat.ne(0).any(1).nonzero().squeeze(1)  # once, at swap time
         if slots.numel() == 0:
             return
-        if flat.shape[0] > self.index_cache.shape[0] * F.PAGE_TOKENS:
+        if int(slots[-1]) >= self.index_cache.shape[0] * F.PAGE_TOKENS:  # slots ascend
             raise ValueError(f"num_pages: expected at least the {key_cache.shape[0]} pages of the reference's cache "
                              f"to carry its keys, got {self.index_cache.shape[0]}")
         device = self.index_cache.device

@@ -305,3 +305,109 @@ def test_inductor_options_are_checked_as_inductor_checks_them():
         with pytest.raises(Exception, match=error):
             compiled(*[inputs[n] for n in ARGS])
         torch._dynamo.reset()
+
+
+class ThroughMask(Indexer):
+    def write(self, k, slots):
+        mask = torch.zeros(self.cache.shape[0] * 64, dtype=torch.bool)
+        mask[slots] = True
+        self.cache.view(-1, 128)[mask] = k[:1].expand(4, 128)  # a mask, not slot numbers
+
+
+class ThroughDtypeView(Indexer):
+    def write(self, k, slots):
+        self.cache.view(torch.float16).view(-1, 128).index_put_((slots,), k.view(torch.float16))
+
+
+@pytest.mark.parametrize("model_class", [ThroughMask, ThroughDtypeView])
+def test_writes_the_mirror_would_misread_leave_the_indexer_alone(model_class, caplog):
+    """A boolean-mask write was mirrored as slots 0 and 1, and a write through a dtype view read
+    back as the other dtype's bits: both rewritten, the shadow stale for good."""
+    sources, warnings = rewrite_of(model_class(new_cache()), step_inputs(), caplog)
+    assert sources == [] and "indexer left as is" in warnings
+
+
+class PagedWrite(Indexer):
+    def write(self, k, slots):
+        self.cache[slots // 64, slots % 64] = k
+
+
+class TwoLayers(nn.Module):
+    def __init__(self, first, second):
+        super().__init__()
+        self.first, self.second = PagedWrite(first), PagedWrite(second)
+
+    def forward(self, *args):
+        return self.first(*args)[1], self.second(*args)[1]
+
+
+class MergedSection(nn.Module):
+    """The key cache is one section of merged pages [pages, 64, 256]; the step writes the other
+    section too, through its own view."""
+
+    def __init__(self, pages):
+        super().__init__()
+        self.register_buffer("pages", pages)
+        self.indexer = PagedWrite(pages[:, :, :128])
+        self.latent = pages[:, :, 128:]
+
+    def forward(self, *args):
+        inputs = dict(zip(ARGS, args))
+        slots = inputs["slots"]
+        self.latent[slots // 64, slots % 64] = inputs["k"] * 2
+        return self.indexer(*args)[1]
+
+
+@pytest.mark.parametrize("layout", ["layer-major", "page-major", "merged section"])
+def test_views_of_one_allocation_that_never_meet_are_rewritten(layout, caplog):
+    """Caches that are views of one buffer but share no byte (page-major per-layer views, one
+    section of merged pages next to another written in the same step) are rewritten, and every
+    shadow equals the cache's FP4 copy after two steps. The byte-range check alone left the
+    interleaved ones alone."""
+    if layout == "layer-major":
+        model = TwoLayers(*torch.zeros(2, PAGES, 64, 128, dtype=torch.bfloat16).unbind(0))
+    elif layout == "page-major":
+        both = torch.zeros(PAGES, 2, 64, 128, dtype=torch.bfloat16)
+        model = TwoLayers(both[:, 0], both[:, 1])
+    else:
+        model = MergedSection(torch.zeros(PAGES, 64, 256, dtype=torch.bfloat16))
+    sources, warnings = rewrite_of(model, step_inputs(), caplog)
+    assert sources and "indexer left as is" not in warnings, warnings
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="fp4_inductor", fullgraph=True)
+    with torch.no_grad():
+        for seed in range(2):
+            compiled(*[step_inputs(seed, seq=(150 + seed, 90 + seed))[n] for n in ARGS])
+    caches = [model.indexer.cache] if layout == "merged section" else [model.first.cache, model.second.cache]
+    for cache in caches:
+        assert torch.equal(IndexShadow.of(cache).cache, quantized(cache))
+
+
+def test_a_later_top_k_is_not_taken_for_an_indexer(caplog):
+    """A router's top-k downstream of an indexer reads the key cache only through the indexer's
+    selection: it was reported as an indexer in another spelling (one warning per layer)."""
+
+    class WithRouter(Indexer):
+        def forward(self, *args):
+            values, indices = super().forward(*args)
+            hidden = args[0].float().mean(1) + indices.float().mean(1, keepdim=True)
+            return values, indices, torch.topk(hidden @ torch.ones(128, 8), 2)
+
+    sources, warnings = rewrite_of(WithRouter(new_cache()), step_inputs(), caplog)
+    assert sources and "indexer left as is" not in warnings, warnings
+
+
+def test_a_block_table_padded_past_the_batch():
+    """The reference indexer over a block table with more rows than requests (a captured batch
+    size): the rewrite handed the padded table to score_paged, and the compile failed."""
+    model = Indexer(new_cache())
+    inputs = step_inputs()
+    padded = dict(inputs, bt=torch.cat([inputs["bt"], inputs["bt"][:1]]))
+    torch._dynamo.reset()
+    with torch.no_grad():
+        got = torch.compile(model, backend="fp4_inductor", fullgraph=True)(*[padded[n] for n in ARGS])
+    eager = Indexer(new_cache())
+    eager(*[inputs[n] for n in ARGS])
+    want = fp4_topk(eager.cache, inputs["q"], inputs["w"], inputs["bt"], inputs["seq_lens"], inputs["query_lens"])
+    assert same_sets(got[1], want[1])
+

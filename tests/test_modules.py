@@ -387,3 +387,42 @@ def test_reference_indexer_runs_an_empty_or_padding_only_batch():
         else:
             stored = fp4.cache_views(indexer.index_cache)[0][0, 0, :, 5]  # token 5's payload
         assert stored.any(), cls
+
+
+def test_carried_hooks_stay_removable_by_their_handles():
+    """The hooks a swap carries are the reference's own dicts: the handle their registration
+    returned removes them from the FP4Indexer too (copies left them there for good)."""
+    model = TinyModel(layers=1)
+    seen = []
+    handle = model.layers[0]["indexer"].register_forward_hook(lambda *args: seen.append(1))
+    swap_indexers(model)
+    handle.remove()
+    with torch.no_grad():
+        model(*decode_inputs(torch.Generator().manual_seed(1)))
+    assert seen == []
+
+
+def test_from_reference_into_a_subclass_with_its_own_parameters():
+    class GatedFP4Indexer(FP4Indexer):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.gate = nn.Parameter(torch.ones(1))
+
+    ref = ReferenceIndexer(96, 48, num_pages=4, heads=16, topk=8, dtype=torch.float32)
+    new = GatedFP4Indexer.from_reference(ref)
+    assert isinstance(new, GatedFP4Indexer) and torch.equal(new.wk.weight, ref.wk.weight)
+
+
+def test_carry_keys_into_a_smaller_cache_that_holds_them():
+    """Keys in the first pages of a larger reference cache fit a smaller FP4 cache: carried (the
+    check refused any cache with fewer pages); a key past the new cache is refused by name."""
+    ref = ReferenceIndexer(96, 48, num_pages=16, heads=16, topk=8, dtype=torch.float32)
+    keys = torch.randn(100, 128, generator=torch.Generator().manual_seed(2))
+    ref.key_cache.view(-1, 128)[:100] = keys
+    new = FP4Indexer.from_reference(ref, num_pages=2)
+    _, expected = fp4.allocate_merged_cache(2)
+    fp4.store_keys(keys, expected, torch.arange(100))
+    assert torch.equal(new.index_cache, expected)
+    ref.key_cache[15, 3] = 1.0
+    with pytest.raises(ValueError, match="num_pages: expected at least the 16 pages"):
+        FP4Indexer.from_reference(ref, num_pages=2)

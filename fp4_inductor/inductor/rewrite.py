@@ -27,6 +27,7 @@ keeps its meaning; only the top-k's source changes.
 from __future__ import annotations
 
 import logging
+import math
 import operator
 from dataclasses import dataclass, field, fields
 from typing import Any, Optional
@@ -228,20 +229,56 @@ def _is_view(node: fx.Node, of: fx.Node) -> bool:
 
 
 def _storage(node: Any) -> Any:
-    """(storage id, first byte, end byte) of the memory a node's fake value may touch, or None."""
+    """(storage id, first byte, end byte, layout) of the memory a node's fake value may touch, or
+    None; with a size that has no hint (data-dependent) the whole storage, as it may touch any of it.
+    ``layout`` is (first byte, [(size, byte stride)]) where every size is known, else None."""
     value = _value(node)
-    if not isinstance(value, torch.Tensor) or value.numel() == 0:
+    if not isinstance(value, torch.Tensor):
         return None
     from torch.multiprocessing.reductions import StorageWeakRef
 
+    ref = StorageWeakRef(value.untyped_storage()).cdata
     size = value.element_size()
-    start = _size_hint(value.storage_offset()) * size
-    span = sum((_size_hint(n) - 1) * abs(_size_hint(st)) for n, st in zip(value.shape, value.stride()))
-    return StorageWeakRef(value.untyped_storage()).cdata, start, start + (span + 1) * size
+    shape = [_size_hint(n) for n in value.shape]
+    strides = [_size_hint(st) for st in value.stride()]
+    offset = _size_hint(value.storage_offset())
+    if 0 in shape:
+        return None
+    if None in shape or None in strides or offset is None:
+        return ref, 0, math.inf, None
+    start = offset * size
+    span = sum((n - 1) * abs(st) for n, st in zip(shape, strides))
+    return ref, start, start + (span + 1) * size, (start, [(n, st * size) for n, st in zip(shape, strides) if n > 1], size)
+
+
+def _residues(layout: Any) -> Optional[tuple[int, int]]:
+    """(dense inner run in bytes, byte strides of the other dims) of a strided layout."""
+    _, dims, elem = layout
+    run, rest = elem, []
+    for n, st in sorted(dims, key=lambda d: d[1]):
+        if st == run and not rest:
+            run *= n
+        else:
+            rest.append(st)
+    return run, rest
 
 
 def _overlaps(a: Any, b: Any) -> bool:
-    return a is not None and b is not None and a[0] == b[0] and a[1] < b[2] and b[1] < a[2]
+    if a is None or b is None or a[0] != b[0] or not (a[1] < b[2] and b[1] < a[2]):
+        return False
+    if a[3] is None or b[3] is None:
+        return True
+    # Interleaved views (a section of merged pages, page-major per-layer caches): every byte of a
+    # view is its first byte + (multiple of S) + (offset in its dense inner run), S the gcd of the
+    # other strides; runs that fall in disjoint windows modulo S never meet.
+    (run_a, rest_a), (run_b, rest_b) = _residues(a[3]), _residues(b[3])
+    period = math.gcd(*rest_a, *rest_b)
+    if period == 0:
+        return True
+    ra, rb = a[3][0] % period, b[3][0] % period
+    if ra + run_a > period or rb + run_b > period:
+        return True
+    return ra < rb + run_b and rb < ra + run_a
 
 
 def _aliases(cache: fx.Node) -> list[fx.Node]:
@@ -267,8 +304,8 @@ def _whole_cache(alias: fx.Node, cache: fx.Node) -> bool:
     to as many elements), so that its rows are the cache's rows in order."""
     node = alias
     while node is not cache:
-        if _name(node) not in _RESHAPES or not node.args:
-            return False
+        if _name(node) not in _RESHAPES or not node.args or _value(node).dtype != _value(cache).dtype:
+            return False  # a dtype view (cache.view(torch.float16)) reinterprets the bits
         node = node.args[0]
     return _size_hint(_value(alias).numel()) == _size_hint(_value(cache).numel())
 
@@ -319,6 +356,9 @@ def _write_slots(write: fx.Node, alias: fx.Node) -> Optional[tuple[str, Any, fx.
         return None
     if not isinstance(values, fx.Node) or not all(isinstance(i, fx.Node) for i in indices):
         return None
+    if not all(isinstance(_value(i), torch.Tensor) and _value(i).dtype in (torch.int32, torch.int64)
+               and _value(i).dim() == 1 for i in indices):
+        return None  # a boolean (or uint8) mask, or indices of another shape: not one slot per key
     if len(shape) == 2 and len(indices) == 1 and _value(values).dim() == 2:
         return "flat", indices[0], values
     if len(shape) == 3 and len(indices) == 2 and _value(values).dim() == 2:
@@ -459,13 +499,19 @@ def _reads_key_cache(node: fx.Node) -> bool:
         if (n.op == "placeholder" and isinstance(value, torch.Tensor) and value.dim() == 3
                 and value.is_floating_point() and tuple(value.shape[1:]) == (F.PAGE_TOKENS, F.HEAD_DIM)):
             return True
+        if n is not node and _name(n) in ("topk", "fp4::select_topk"):
+            continue  # downstream of another top-k (an indexer's selection): not this top-k's own logits
         frontier += n.all_input_nodes
     return False
 
 
-def _size_hint(size: Any) -> int:
-    """A concrete value for a (possibly symbolic) size, without adding a guard."""
-    return size if isinstance(size, int) else int(size.node.hint)
+def _size_hint(size: Any) -> Optional[int]:
+    """A concrete value for a (possibly symbolic) size, without adding a guard; None for a
+    data-dependent (unbacked) size, which has no hint."""
+    if isinstance(size, int):
+        return size
+    hint = size.node.hint
+    return None if hint is None else int(hint)
 
 
 def rewrite(graph: fx.Graph, match: Match, shadow: fx.Node, max_query_len: Optional[int] = None) -> list[fx.Node]:
@@ -505,12 +551,16 @@ def rewrite(graph: fx.Graph, match: Match, shadow: fx.Node, max_query_len: Optio
 
     queries, table, request = match.queries, match.block_table, match.request
     if max_query_len is None:
-        rows = _size_hint(_value(queries).shape[0])
-        requests = _size_hint(_value(table).shape[0])
+        rows = _size_hint(_value(queries).shape[0]) or 1
+        requests = _size_hint(_value(table).shape[0]) or 1
         max_query_len = max(1, -(-rows // max(1, requests)))
     with graph.inserting_before(match.topk):
         query_starts = match.query_starts
-        if query_starts is None:
+        if query_starts is not None:
+            # A table padded past the batch (a captured batch size): the scorer takes one row per request.
+            requests = call("call_function", operator.sub, call("call_method", "size", query_starts, 0), 1)
+            table = call("call_method", "narrow", table, 0, 0, requests)
+        else:
             # Nothing proves the rows are grouped by request in order: give each row its own
             # block-table row (one request per row; correct for any row -> request map).
             table = call("call_function", operator.getitem, table, request)
