@@ -191,6 +191,32 @@ def test_word_fed_stores_survive_compilation(sm90_ttgir, launch):
     assert stores >= (2 if form["PAIRS"] else 1), f"{stores} asm stores left in the PTX"
 
 
+_COMPILE_INT64 = NEEDS_SM90_TOOLS + """
+import json
+from fp4_inductor.kernels import score
+from fp4_inductor.kernels.sm90 import compile_scorer
+failed = []
+for rows, query_float, form in json.loads(sys.argv[1]):
+    try:
+        compile_scorer(score.score_paged_kernel, rows, form, query_float=query_float, lengths="i64")
+    except Exception as error:
+        while error.__cause__ is not None:
+            error = error.__cause__
+        failed.append([rows, query_float, form, str(error)[-300:]])
+print(json.dumps(failed))
+"""
+
+
+def test_every_launch_compiles_with_int64_lengths():
+    """int64 query_starts and row_ends (decode_layout takes int64 lengths) for sm_90: in the
+    16-warp ping-pong loop an int64 row end made the loop-carried flag int64 and the launch did
+    not compile, on the GPU only (the interpreter takes no asm path)."""
+    import json
+
+    failed = json.loads(run_sm90_script(_COMPILE_INT64, json.dumps(LAUNCHES)).splitlines()[-1])
+    assert not failed, failed
+
+
 QUERY_BYTE_LOAD = re.compile(r"tt\.load .*: tensor<(\d+)x(\d+)x!tt\.ptr<i8>, (#[\w]+)>")
 
 

@@ -41,8 +41,10 @@ def score_request(
         rr = tl.arange(0, ROWS)
         # A row's keys end at the block table's width (a longer row_ends reads and writes no further).
         row_ends = tl.minimum(tl.load(row_ends_ptr + first_row + rr, mask=rr < rows_here, other=0), width)
-        # Only the pages that the longest row of this block needs are read.
-        pages_needed = tl.cdiv(tl.max(row_ends, axis=0), 64)
+        # Only the pages that the longest row of this block needs are read. In int32 (narrow_end:
+        # an int64 end clamped into [0, width] first): an int64 page_end made the ping-pong's
+        # loop-carried ``fewest`` int64, which does not compile.
+        pages_needed = tl.cdiv(narrow_end(tl.max(row_ends, axis=0), width), 64)
         page_begin = share_begin
         page_end = tl.minimum(share_end, pages_needed)
         if page_begin < page_end:

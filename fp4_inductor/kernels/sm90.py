@@ -16,16 +16,17 @@ from .score import schedule_chunk
 
 
 def compile_scorer(kernel, rows: int, form: dict, query_float: bool = False, num_stages: int = 3,
-                   maxnreg: int | None = None, heads: int = 64):
+                   maxnreg: int | None = None, heads: int = 64, lengths: str = "i32"):
     """``kernel`` (score_paged_kernel or a variant of it) as the launcher specializes it for
     allocate_merged_cache's layouts (16-byte aligned pointers and strides), ``heads`` heads:
     ``form`` is one of ``launch_forms``' launches (its constexprs, and ``WARPS`` its num_warps;
-    ``CHUNK`` too where it is not the launcher's at a large batch)."""
+    ``CHUNK`` too where it is not the launcher's at a large batch); ``lengths``: the element
+    type of ``query_starts`` and ``row_ends`` ("i32" or "i64")."""
     params = list(inspect.signature(kernel.fn).parameters)
     query = "*bf16" if query_float else "*u8"
     pointers = {"out_ptr": "*fp32", "q_payload_ptr": query, "q_scales_ptr": query, "cache_ptr": "*u8",
-                "weights_ptr": "*fp32", "block_table_ptr": "*i32", "query_starts_ptr": "*i32",
-                "row_ends_ptr": "*i32", "flags_ptr": "*u8"}
+                "weights_ptr": "*fp32", "block_table_ptr": "*i32", "query_starts_ptr": "*" + lengths,
+                "row_ends_ptr": "*" + lengths, "flags_ptr": "*u8"}
     # The schedule's step as the launcher picks it for a large batch, unless ``form`` names one.
     chunk = schedule_chunk(form["WORDS"], form["WARPS"], None)
     const = {"HEADS": heads, "ROWS": rows, "CHUNK": chunk, "QUERY_FLOAT": query_float, "DOT_DTYPE": tl.bfloat16,
