@@ -243,10 +243,10 @@ class FP4Indexer(IndexerProjections):
         if key_cache.device.type == "meta" or self.index_cache.device.type == "meta":
             return
         flat = key_cache.reshape(-1, self.head_dim)
-        slots = flat.ne(0).any(1).nonzero().squeeze(1)  # once, at swap time
+        slots = flat.ne(0).any(1).nonzero().squeeze(1)  # host-ok: once, at swap time, not on the decode path
         if slots.numel() == 0:
             return
-        if int(slots[-1]) >= self.index_cache.shape[0] * F.PAGE_TOKENS:  # slots ascend
+        if int(slots[-1]) >= self.index_cache.shape[0] * F.PAGE_TOKENS:  # host-ok: swap time; slots ascend
             raise ValueError(f"num_pages: expected at least the {key_cache.shape[0]} pages of the reference's cache "
                              f"to carry its keys, got {self.index_cache.shape[0]}")
         device = self.index_cache.device

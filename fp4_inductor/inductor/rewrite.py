@@ -231,7 +231,7 @@ def _is_view(node: fx.Node, of: fx.Node) -> bool:
 def _storage(node: Any) -> Any:
     """(storage id, first byte, end byte, layout) of the memory a node's fake value may touch, or
     None; with a size that has no hint (data-dependent) the whole storage, as it may touch any of it.
-    ``layout`` is (first byte, [(size, byte stride)]) where every size is known, else None."""
+    ``layout`` is (first byte, [(size, byte stride)], element bytes) where every size is known, else None."""
     value = _value(node)
     if not isinstance(value, torch.Tensor):
         return None
@@ -251,7 +251,7 @@ def _storage(node: Any) -> Any:
     return ref, start, start + (span + 1) * size, (start, [(n, st * size) for n, st in zip(shape, strides) if n > 1], size)
 
 
-def _residues(layout: Any) -> Optional[tuple[int, int]]:
+def _residues(layout: Any) -> tuple[int, list[int]]:
     """(dense inner run in bytes, byte strides of the other dims) of a strided layout."""
     _, dims, elem = layout
     run, rest = elem, []
@@ -315,8 +315,7 @@ def _mirrorable_writes(cache: fx.Node) -> tuple[list[fx.Node], Optional[str]]:
     writes = []
     for alias in _aliases(cache):
         for user in alias.users:
-            name = _name(user) or ""
-            mutates = name.endswith("_") and not name.startswith("__") or name in ("setitem", *_INPLACE_OPERATORS)
+            mutates = _writes_in_place(user)
             target = user.target
             if isinstance(target, torch._ops.OpOverloadPacket):
                 target = getattr(target, "default", None)
@@ -602,11 +601,16 @@ _INPLACE_OPERATORS = {
 }
 
 
-def mutates(node: fx.Node) -> bool:
+def _writes_in_place(node: fx.Node) -> bool:
     """In-place methods, in-place operators and setitem, which Dynamo graphs keep as plain calls."""
     name = _name(node) or ""
-    return (node.is_impure() or (name.endswith("_") and not name.startswith("__")) or name == "setitem"
-            or name in _INPLACE_OPERATORS or "out" in node.kwargs
+    return (name.endswith("_") and not name.startswith("__")) or name == "setitem" or name in _INPLACE_OPERATORS
+
+
+def mutates(node: fx.Node) -> bool:
+    """Whether ``node`` may have a side effect: impure by FX's rules, an in-place write
+    (``_writes_in_place``), a write through ``out=``, or a higher-order op."""
+    return (node.is_impure() or _writes_in_place(node) or "out" in node.kwargs
             or isinstance(node.target, torch._ops.HigherOrderOperator))
 
 
