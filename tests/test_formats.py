@@ -10,7 +10,7 @@ import fp4_inductor as fp4
 from fp4_inductor import formats as F
 from fp4_inductor import reference
 
-from conftest import HAS_TRITON, INTERPRETER, KERNEL_DEVICES
+from conftest import GPU_MARKS, HAS_TRITON, INTERPRETER, KERNEL_DEVICES
 from helpers import merged_cache, random_keys
 
 
@@ -225,7 +225,7 @@ def assert_store_matches_reference(keys, backend, device, pages=1, gen=None):
     (``store_by_offsets``, not a store of either backend), the noise included."""
     buffer, _ = merged_cache(pages, "cpu", gen=gen)
     buffer_b = buffer.clone().to(device)
-    store_by_offsets(buffer, 1024, pages, keys.contiguous(), torch.arange(keys.shape[0]))
+    store_by_offsets(buffer, 1024, pages, keys.cpu().contiguous(), torch.arange(keys.shape[0]))
     fp4.store_keys(keys.to(device), fp4.index_section(buffer_b, 1024), torch.arange(keys.shape[0], device=device),
                    backend=backend)
     diff = (buffer_b.cpu() != buffer).nonzero()
@@ -248,6 +248,26 @@ def test_store_keys_strided_keys(backend_device, gen):
     backend, device = backend_device
     wide = random_keys(40, gen, torch.bfloat16).repeat_interleave(2, dim=1)  # [40, 256]
     assert_store_matches_reference(wide[:, ::2], backend, device, pages=2, gen=gen)  # element stride 2
+
+
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=GPU_MARKS)])
+def test_kernels_take_element_strides_past_int32_offsets(device, gen):
+    """Keys and queries whose 127 element strides (or 63 head strides) pass 2**31 elements: the
+    offsets are int64 (with int32 ones the kernels read other memory). GPU only: the interpreter
+    computes these offsets in 64 bits either way. Each view spans about 4.4 GB of float16."""
+    stride = 2**24 + 2**18  # 127 strides: 2.16e9 elements
+    base = torch.empty(127 * stride + 5, dtype=torch.float16, device=device)
+    keys = base.as_strided((5, F.HEAD_DIM), (1, stride))
+    keys.copy_(random_keys(5, gen, torch.float32).to(torch.float16))
+    assert_store_matches_reference(keys, "triton", device)
+    del base, keys
+    head_stride = 2**25 + 2**21  # 63 strides: 2.25e9 elements
+    base = torch.empty(63 * head_stride + 2 * F.HEAD_DIM, dtype=torch.float16, device=device)
+    q = base.as_strided((2, 64, F.HEAD_DIM), (F.HEAD_DIM, head_stride, 1))
+    q.copy_(random_keys(128, gen, torch.float32).view(2, 64, F.HEAD_DIM).to(torch.float16))
+    payload, scales = fp4.quantize_queries(q, backend="triton")
+    ref_payload, ref_scales = fp4.quantize_queries(q.cpu(), backend="reference")
+    assert torch.equal(payload.cpu(), ref_payload) and torch.equal(scales.cpu(), ref_scales)
 
 
 def test_kernel_rounding_at_float_neighbours_of_every_threshold(backend_device):

@@ -34,8 +34,10 @@ def load_float(ptr, offsets, mask, IS_BF16: tl.constexpr):
 
 @triton.jit
 def load_groups(ptr, row_offsets, element_stride, mask, IS_BF16: tl.constexpr):
-    """Rows of 128 elements at ``ptr + row_offsets`` [R] -> (even, odd) float32 [R, 4, 16]."""
-    x = load_float(ptr, row_offsets[:, None] + tl.arange(0, 128)[None, :] * element_stride, mask[:, None], IS_BF16)
+    """Rows of 128 elements at ``ptr + row_offsets`` [R] -> (even, odd) float32 [R, 4, 16]. The
+    element offsets are int64: 127 element strides pass 2**31 from a stride of 2**31 / 127."""
+    columns = tl.arange(0, 128).to(tl.int64)[None, :] * element_stride
+    x = load_float(ptr, row_offsets[:, None] + columns, mask[:, None], IS_BF16)
     return tl.split(tl.reshape(x, (x.shape[0], 4, 16, 2)))
 
 
@@ -129,7 +131,7 @@ def quantize_queries_kernel(
     # One program per row; 64 virtual heads so that the unused scale slots get 127.
     r = tl.program_id(0).to(tl.int64)
     heads = tl.arange(0, 64)
-    even, odd = load_groups(q_ptr, r * stride_r + heads * stride_h, stride_e, heads < HEADS, IS_BF16)
+    even, odd = load_groups(q_ptr, r * stride_r + heads.to(tl.int64) * stride_h, stride_e, heads < HEADS, IS_BF16)
     payload, scale = fp4_groups(even, odd)
     h = heads[:, None, None]
     g = tl.arange(0, 4)[None, :, None]
