@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+from torch.fx.experimental.symbolic_shapes import guard_or_false
 
 FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 INDEX_DTYPES = (torch.int32, torch.int64)
@@ -58,9 +59,23 @@ def check_tensor(
 
 
 def check_size(name: str, t: torch.Tensor, dim: int, expected: int, what: str) -> None:
-    """Check that ``t.shape[dim] == expected``; ``what`` says where ``expected`` comes from."""
-    if t.shape[dim] != expected:
-        raise ValueError(f"{name}: expected {expected} along dim {dim} ({what}), got {describe(t)}")
+    """Check that ``t.shape[dim] == expected``; ``what`` says where ``expected`` comes from.
+
+    Sizes that stay undecided at trace time (unbacked, e.g. after ``mark_unbacked``) are
+    asserted at run time instead, and the trace then takes them as equal."""
+    size = t.shape[dim]
+    message = lambda: f"{name}: expected {expected} along dim {dim} ({what}), got {describe(t)}"  # noqa: E731
+    if not isinstance(size, torch.SymInt) and not isinstance(expected, torch.SymInt):
+        if size != expected:
+            raise ValueError(message())
+        return
+    if guard_or_false(size != expected):
+        raise ValueError(message())
+    # Two bounds, not one equality: an equality would replace one size by the other, and Dynamo
+    # would guard on that replacement (a later call with sizes that differ then fails inside
+    # Dynamo instead of at this check).
+    torch._check(size <= expected, message)
+    torch._check(size >= expected, message)
 
 
 def check_bool(name: str, value: object) -> bool:

@@ -8,6 +8,7 @@ assumed valid here; ``ops.py`` checks them.
 from __future__ import annotations
 
 import torch
+from torch.fx.experimental.symbolic_shapes import guard_or_false, statically_known_true
 
 from . import formats as F
 from .layout import cache_views
@@ -71,7 +72,10 @@ def dequantize_fp4(payload: torch.Tensor, scales: torch.Tensor, dtype: torch.dty
     exact = torch.float64 if dtype == torch.float64 else torch.float32
     table = torch.tensor(F.E2M1_VALUES, dtype=exact, device=payload.device)
     table = torch.cat([table, -table])
-    nibbles = torch.stack([payload & 15, payload >> 4], dim=-1).flatten(-2).long()
+    # Low nibble first. A broadcast shift, not a stack: Inductor's concatenation picked strides
+    # its own size check then refused, with an unbacked row count (torch 2.13, CPU).
+    shifts = torch.tensor([0, 4], dtype=torch.uint8, device=payload.device)
+    nibbles = ((payload.unsqueeze(-1) >> shifts) & 15).flatten(-2).long()
     values = table[nibbles].unflatten(-1, (F.GROUPS, F.GROUP_SIZE))
     exponent = scales.to(torch.float64) - F.UE8M0_BIAS
     scale = torch.where(scales == F.UE8M0_NAN, torch.nan, torch.pow(2.0, exponent)).to(exact)
@@ -113,8 +117,14 @@ def store_keys(keys: torch.Tensor, cache: torch.Tensor, slots: torch.Tensor) -> 
     """Quantize ``keys`` float [n, 128] into ``cache`` at ``slots`` [n]; slots outside
     ``[0, pages * 64)`` (negative: padding) are skipped."""
     n, pages = keys.shape[0], cache.shape[0]
-    if n == 0 or pages == 0:
+    if guard_or_false(n == 0) or guard_or_false(pages == 0):
         return
+    if not statically_known_true(n >= 1):
+        # An unbacked n may be 0 at run time, where the scatter below has no row to take its
+        # sources from: one padding row (slot -1, skipped) keeps it well defined.
+        keys = torch.cat([keys, keys.new_zeros((1, keys.shape[1]))])
+        slots = torch.cat([slots, slots.new_full((1,), -1)])
+        n = n + 1
     payload, scales = (v.select(1, 0) for v in cache_views(cache))
     new_payload, new_scales = quantize_fp4(keys)
     new_payload = new_payload.view(n, F.GROUPS, F.GROUP_BYTES)
@@ -232,7 +242,7 @@ def score_queries(
     requests = query_starts.shape[0] - 1
     width = block_table.shape[1] * F.PAGE_TOKENS
     valid = valid_region(query_starts, row_ends, width)
-    if rows == 0 or requests == 0 or width == 0:
+    if guard_or_false(rows == 0) or guard_or_false(requests == 0) or guard_or_false(width == 0):
         return torch.full((rows, width), -torch.inf, device=q.device)
     # Entries past a request's pages may hold anything: clamp them into range, mask later. An
     # entry that a row needs must be a page of the cache (not checked: that would read the

@@ -10,6 +10,7 @@ from torch._inductor.utils import run_and_get_code
 import fp4_inductor as fp4
 from fp4_inductor.testing import HostSyncError, forbid_host_sync
 
+from conftest import GPU_MARKS
 from helpers import merged_cache, random_keys
 
 
@@ -178,6 +179,71 @@ def test_forbid_host_sync_catches_copies_to_the_host():
     with forbid_host_sync():
         torch.ones(3).cpu(), torch.ones(3).to("meta"), torch.zeros(3).copy_(torch.ones(3))
         torch.empty(3, device="meta").copy_(torch.ones(3))
+
+
+@pytest.mark.parametrize("backend, device", [("reference", "cpu"), pytest.param("triton", "cuda", marks=GPU_MARKS)])
+def test_store_keys_compiles_with_unbacked_rows(backend, device, gen):
+    """Keys and slots whose row counts are unbacked (``mark_unbacked``; a count that comes from
+    data): the trace neither guards on n == 0 nor on the two counts being equal. Stored bytes
+    equal the eager op's at 5, 0 and 3 rows. Counts that differ fail at run time in torch's own
+    assert (a RuntimeError naming the two sizes' symbols), with nothing written."""
+    from torch._dynamo.decorators import mark_unbacked
+
+    def store(keys, cache, slots):
+        fp4.store_keys(keys, cache, slots, backend=backend)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(store, fullgraph=True)
+    for n in (5, 0, 3):
+        buffer, cache = merged_cache(2, device, gen=gen)
+        want = buffer.clone()
+        keys = random_keys(n, gen, torch.bfloat16).to(device)
+        slots = torch.randperm(128, generator=gen)[:n].to(device)
+        slots[::2] = -1  # padding rows among them
+        fp4.store_keys(keys, fp4.index_section(want, 1024), slots, backend=backend)
+        mark_unbacked(keys, 0)
+        mark_unbacked(slots, 0)
+        compiled(keys, cache, slots)
+        assert torch.equal(buffer, want), n
+    before = buffer.clone()
+    keys, slots = random_keys(4, gen, torch.bfloat16).to(device), torch.arange(3, device=device)
+    mark_unbacked(keys, 0)
+    mark_unbacked(slots, 0)
+    with pytest.raises(RuntimeError):  # torch's run-time assert on the two sizes, before the store
+        compiled(keys, cache, slots)
+    assert torch.equal(buffer, before)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=GPU_MARKS)])
+def test_decode_step_compiles_with_unbacked_rows(device, gen):
+    """The decode step with its row count unbacked in every per-row input (new keys, slots,
+    queries, weights): one graph serves 8 rows (two padding), then 0 rows (padding only), with
+    the same bytes stored and the same top-k sets as the eager ops (the reference backend on the
+    CPU, the Triton kernels on the GPU)."""
+    from torch._dynamo.decorators import mark_unbacked
+
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    compiled = torch.compile(decode_step, fullgraph=True)
+    for query_lens in ([1, 2, 3], [0, 0, 0]):
+        inputs = step_inputs(gen, query_lens=query_lens, seq_lens=[70, 200, 300])
+        inputs = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
+        inputs["cache"] = fp4.index_section(inputs["buffer"], 1024)
+        inputs["max_query_len"] = 3
+        if not sum(query_lens):  # padding only: no rows at all
+            for name in ("new_keys", "slots", "q", "weights"):
+                inputs[name] = inputs[name][:0]
+        eager = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
+        eager["cache"] = fp4.index_section(eager["buffer"], 1024)
+        want_values, want_indices = run(decode_step, eager)
+        for name in ("new_keys", "slots", "q", "weights"):
+            mark_unbacked(inputs[name], 0)
+        values, indices = run(compiled, inputs)
+        assert torch.equal(inputs["buffer"], eager["buffer"])
+        assert indices.shape == want_indices.shape
+        assert torch.equal(torch.sort(indices, dim=1)[0], torch.sort(want_indices, dim=1)[0])
+        assert torch.equal(torch.sort(values, dim=1)[0], torch.sort(want_values, dim=1)[0])
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1
 
 
 def test_launched_kernels_leave_no_constexpr_to_default():

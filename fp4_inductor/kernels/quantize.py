@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from torch.fx.experimental.symbolic_shapes import guard_or_false
 from torch.library import wrap_triton
 
 from .. import formats as F
@@ -161,7 +162,8 @@ def launch_store_keys(keys: torch.Tensor, cache: torch.Tensor, slots: torch.Tens
     # a copy here, a no-op for the usual contiguous slots.
     slots = slots.contiguous()
     n = keys.shape[0]
-    if n == 0 or cache.shape[0] == 0:
+    # An unbacked n of 0 at run time launches an empty grid, which Triton skips.
+    if guard_or_false(n == 0) or guard_or_false(cache.shape[0] == 0):
         return
     source, is_bf16 = _float_source(keys)
     # bf16 rows whose every row starts 4-byte aligned are read as int32 words (two elements
@@ -179,7 +181,7 @@ def launch_quantize_queries(q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor
     rows, heads = q.shape[:2]
     payload = torch.empty((rows, heads, F.PAYLOAD_BYTES), dtype=torch.uint8, device=q.device)
     scales = torch.empty((rows, 1, F.GROUPS, F.QUERY_SCALE_LANES, F.QUERY_SCALE_SLOTS), dtype=torch.uint8, device=q.device)
-    if rows == 0:
+    if guard_or_false(rows == 0):  # an unbacked 0 at run time: an empty grid, which Triton skips
         return payload, scales
     source, is_bf16 = _float_source(q)
     wrap_triton(quantize_queries_kernel)[(rows,)](

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import torch
 import triton.language as tl
+from torch.fx.experimental.symbolic_shapes import guard_or_false
 from torch.library import wrap_triton
 
 from . import cdiv, next_power_of_2, rows_aligned, sm_count
@@ -194,7 +195,8 @@ def launch_score_paged(
         raise ValueError(f"tuning: expected keys among {TUNING_KEYS}, got {sorted(set(tuning) - set(TUNING_KEYS))}")
     rows, heads = q_payload.shape[:2]
     requests, pages_per_request = block_table.shape
-    if rows == 0 or requests == 0 or pages_per_request == 0:
+    # An unbacked row count of 0 at run time launches programs that find no row and write nothing.
+    if guard_or_false(rows == 0) or requests == 0 or pages_per_request == 0:
         return
     # The kernel reads entry i at ptr + i; other strides become a copy (a no-op when contiguous).
     query_starts, row_ends = query_starts.contiguous(), row_ends.contiguous()

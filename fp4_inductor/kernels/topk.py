@@ -45,6 +45,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from torch.fx.experimental.symbolic_shapes import guard_or_false
 from torch.library import wrap_triton
 
 from ..reference import order_keys
@@ -243,7 +244,7 @@ def launch_select_topk(
     row_ends = row_ends.contiguous()  # the kernel reads entry r at row_ends_ptr + r
     values = torch.empty((rows, k), dtype=torch.float32, device=device)
     indices = torch.empty((rows, k), dtype=torch.int32, device=device)
-    if rows == 0:
+    if guard_or_false(rows == 0):  # an unbacked 0 at run time: an empty grid, which Triton skips
         return values, indices
     if logits.stride(1) != 1:
         # The kernel reads a row's keys at unit stride (any row stride): other layouts are copied
