@@ -83,9 +83,12 @@ def launch_plan(word_fed: bool, columns: int, tuning: dict) -> tuple[int, int, i
       the programs take two waves even when no key needs the pass (64 x 32768, next_n=1: 84.8
       against 85.4 us; 238.5 against 240.8 with the outliers above).
     - setup units (``score_share``): 4 for the 16-warp hot kernel (64 x 32768: 80.8 us against
-      84.3 with 0, 80.4 with 6, 83.8 with 12; 64 x 4096: 18.8 against 20.9, 22.9 with 12); none
-      for the two-row one, where 1-4 gained nothing (next_n=2 113.7 us with 0, 114.2-115.8) and
-      cost at next_n=4 (208.6 against 212.9-213.5).
+      84.3 with 0, 80.4 with 6, 83.8 with 12; 64 x 4096: 18.8 against 20.9, 22.9 with 12); 6
+      for the two-row one (H100, Triton 3.6, A/B on this tree, docs/benchmarks.md stop 37:
+      next_n=2 105.3-106.7 us against 108.4-111.8 with 0; 16 x 131072 102.7-104.1 against
+      107.9-109.4; 16 x 32768 32.8-32.9 against 37.2-37.6; next_n=4 201.9-203.0 against
+      203.6-204.6; nowhere slower). An older tree on the H200 gained nothing with 1-4 and lost 2 %
+      at next_n=4; 6 was not tried there.
     """
     if word_fed:
         plan = (4, 16, 1, False) if columns <= 64 else (2, 8, 1, True)
@@ -95,7 +98,7 @@ def launch_plan(word_fed: bool, columns: int, tuning: dict) -> tuple[int, int, i
     tile_pages, num_warps, per_sm, pairs = (tuning.get(key, default) for key, default in zip(keys, plan))
     wide = wide_hot_pass(word_fed, num_warps)
     split = tuning.get("exact_split", 1 if wide or not word_fed else 2)
-    setup = tuning.get("setup_units", 4 if wide else 0)
+    setup = tuning.get("setup_units", 4 if wide else 6 if word_fed else 0)
     return tile_pages, num_warps, per_sm, pairs, split, setup
 
 
