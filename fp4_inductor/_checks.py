@@ -40,9 +40,9 @@ def check_tensor(
 ) -> torch.Tensor:
     """Check type, dtype, rank and the fixed sizes of ``t``.
 
-    ``shape`` holds an int for a fixed size and a name (str) or None for a free
-    one; the names only make the message read like the docstring. ``device_of`` names the
-    tensor whose device ``device`` is.
+    ``shape`` holds an int (or a SymInt: another tensor's size under torch.compile) for a fixed
+    size and a name (str) or None for a free one; the names only make the message read like the
+    docstring. ``device_of`` names the tensor whose device ``device`` is.
     """
     # The message is built only on failure: these checks run on every eager call.
     want = lambda: f"{_dtype_names(dtypes)} [{', '.join(str(s) for s in shape)}]"  # noqa: E731
@@ -50,32 +50,46 @@ def check_tensor(
         raise TypeError(f"{name}: expected a tensor {want()}, got {describe(t)}")
     if t.dtype not in dtypes or t.dim() != len(shape):
         raise ValueError(f"{name}: expected {want()}, got {describe(t)}")
+    # Under Dynamo a symbolic size reads as an int, and a fake kernel sees SymInts: both take
+    # size_matches, which keeps an unbacked size unguarded.
+    plain = not torch.compiler.is_compiling()
     for size, expected in zip(t.shape, shape):
-        if isinstance(expected, int) and size != expected:
+        if isinstance(expected, int) and plain and isinstance(size, int):  # eager: plain ints
+            differs = size != expected
+        elif isinstance(expected, (int, torch.SymInt)):
+            differs = not size_matches(size, expected, f"{name}: the shape")
+        else:
+            continue
+        if differs:
             raise ValueError(f"{name}: expected {want()}, got {describe(t)}")
     if device is not None and t.device != device:
         raise ValueError(f"{name}: expected a tensor on {device} (where {device_of} is), got {describe(t)}")
     return t
 
 
-def check_size(name: str, t: torch.Tensor, dim: int, expected: int, what: str) -> None:
-    """Check that ``t.shape[dim] == expected``; ``what`` says where ``expected`` comes from.
-
-    Sizes that stay undecided at trace time (unbacked, e.g. after ``mark_unbacked``) are
-    asserted at run time instead, and the trace then takes them as equal."""
-    size = t.shape[dim]
-    message = lambda: f"{name}: expected {expected} along dim {dim} ({what}), got {describe(t)}"  # noqa: E731
-    if not isinstance(size, torch.SymInt) and not isinstance(expected, torch.SymInt):
-        if size != expected:
-            raise ValueError(message())
-        return
+def size_matches(size, expected, where: str) -> bool:
+    """Whether a size equals ``expected``. False only where they surely differ: sizes that stay
+    undecided at trace time (unbacked, e.g. after ``mark_unbacked``) are asserted at run time
+    instead, as two bounds (an equality would replace one size by the other, and Dynamo would
+    guard on that replacement: a later call whose sizes differ would then fail inside Dynamo)."""
+    # Dynamo shows a symbolic size to traced code as an int: under it, every size takes the
+    # symbolic path (trace time only).
+    if not (isinstance(size, torch.SymInt) or isinstance(expected, torch.SymInt) or torch.compiler.is_compiling()):
+        return size == expected
     if guard_or_false(size != expected):
-        raise ValueError(message())
-    # Two bounds, not one equality: an equality would replace one size by the other, and Dynamo
-    # would guard on that replacement (a later call with sizes that differ then fails inside
-    # Dynamo instead of at this check).
-    torch._check(size <= expected, message)
-    torch._check(size >= expected, message)
+        return False
+    # Dynamo takes a message closure over constants only. The text shows where the check was
+    # traced; at run time the assert that fails reports torch's own text (the two symbols).
+    text = f"{where}: expected sizes that match"
+    torch._check(size <= expected, lambda: text)
+    torch._check(size >= expected, lambda: text)
+    return True
+
+
+def check_size(name: str, t: torch.Tensor, dim: int, expected: int, what: str) -> None:
+    """Check that ``t.shape[dim] == expected``; ``what`` says where ``expected`` comes from."""
+    if not size_matches(t.shape[dim], expected, f"{name}: dim {dim} against {what}"):
+        raise ValueError(f"{name}: expected {expected} along dim {dim} ({what}), got {describe(t)}")
 
 
 def check_bool(name: str, value: object) -> bool:

@@ -16,6 +16,7 @@ from typing import Optional
 
 import torch
 from torch import nn
+from torch.fx.experimental.symbolic_shapes import guard_or_false
 
 from . import formats as F
 from ._checks import INDEX_DTYPES, check_bool, check_int, check_tensor, describe
@@ -85,7 +86,7 @@ class ReferenceIndexer(IndexerProjections):
     def forward(self, x, q_lora, slots, block_table, seq_lens, query_lens, max_query_len: int):
         q, k, w = self.project(x, q_lora)
         rows = q.shape[0]
-        if rows == 0:
+        if guard_or_false(rows == 0):  # an unbacked 0 at run time takes the path below
             return torch.full((0, self.topk), -1, dtype=torch.int32, device=q.device)
         flat = self.key_cache.view(-1, self.head_dim)
         valid = (slots >= 0) & (slots < flat.shape[0])
@@ -95,7 +96,7 @@ class ReferenceIndexer(IndexerProjections):
         source, any_valid = write_sources(slots.long(), valid)
         target = torch.where(any_valid, slots[source], 0).long()
         flat.index_put_((target,), torch.where(any_valid, k.to(flat.dtype)[source], flat[target]))
-        if query_lens.shape[0] == 0:
+        if guard_or_false(query_lens.shape[0] == 0):
             # Graph padding only: keys stored, no row has a request (or a key).
             return torch.full((rows, self.topk), -1, dtype=torch.int32, device=q.device)
         query_starts, row_ends = decode_layout(seq_lens, query_lens, rows)

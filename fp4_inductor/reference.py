@@ -8,7 +8,7 @@ assumed valid here; ``ops.py`` checks them.
 from __future__ import annotations
 
 import torch
-from torch.fx.experimental.symbolic_shapes import guard_or_false, statically_known_true
+from torch.fx.experimental.symbolic_shapes import guard_or_false
 
 from . import formats as F
 from .layout import cache_views
@@ -92,12 +92,14 @@ def last_with_same_slot(slots: torch.Tensor) -> torch.Tensor:
     n = slots.shape[0]
     rows = torch.arange(n, device=slots.device)
     ordered, order = torch.sort(slots, stable=True)  # a slot's rows in row order
-    run_end = torch.ones(n, dtype=torch.bool, device=slots.device)
-    run_end[:-1] = ordered[:-1] != ordered[1:]
-    # Each sorted position's run end: the first run end at or after it.
-    end_at = torch.flip(torch.cummin(torch.flip(torch.where(run_end, rows, n), [0]), 0).values, [0])
+    run_start = torch.ones(n, dtype=torch.bool, device=slots.device)
+    run_start[1:] = ordered[1:] != ordered[:-1]
+    run = torch.cumsum(run_start, 0) - 1  # each sorted position's run of equal slots
+    # Each run's last sorted position. (Not a reversed cummin: its meta kernel guards on n != 0,
+    # which an unbacked n cannot answer.)
+    run_last = torch.zeros_like(rows).scatter_reduce(0, run, rows, "amax", include_self=False)
     winner = torch.empty_like(rows)
-    winner[order] = order[end_at]
+    winner[order] = order[run_last[run]]
     return winner
 
 
@@ -109,22 +111,21 @@ def write_sources(slots: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tenso
     slot take the last one's data, and skipped rows repeat the first valid row's write. With no
     valid row the caller rewrites some slot with what it already holds."""
     winner = last_with_same_slot(torch.where(valid, slots, -1))
-    first = valid.to(torch.int32).argmax().view(1)  # [1]: a 0-d tensor index would be read on the host
-    return torch.where(valid, winner, winner[first]), valid.any()
+    # One sentinel row past the end: ``first`` is n when no row is valid, and n may be 0 (an
+    # unbacked batch), where an argmax or an index of the rows alone would fail at run time.
+    # [1]: a 0-d tensor index would be read on the host.
+    first = torch.cat([valid, valid.new_ones(1)]).to(torch.int32).argmax().view(1)
+    fallback = torch.cat([winner, winner.new_zeros(1)])[first]
+    return torch.where(valid, winner, fallback), valid.any()
 
 
 def store_keys(keys: torch.Tensor, cache: torch.Tensor, slots: torch.Tensor) -> None:
     """Quantize ``keys`` float [n, 128] into ``cache`` at ``slots`` [n]; slots outside
     ``[0, pages * 64)`` (negative: padding) are skipped."""
     n, pages = keys.shape[0], cache.shape[0]
+    # An unbacked n of 0 at run time takes the path below and writes nothing.
     if guard_or_false(n == 0) or guard_or_false(pages == 0):
         return
-    if not statically_known_true(n >= 1):
-        # An unbacked n may be 0 at run time, where the scatter below has no row to take its
-        # sources from: one padding row (slot -1, skipped) keeps it well defined.
-        keys = torch.cat([keys, keys.new_zeros((1, keys.shape[1]))])
-        slots = torch.cat([slots, slots.new_full((1,), -1)])
-        n = n + 1
     payload, scales = (v.select(1, 0) for v in cache_views(cache))
     new_payload, new_scales = quantize_fp4(keys)
     new_payload = new_payload.view(n, F.GROUPS, F.GROUP_BYTES)

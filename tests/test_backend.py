@@ -255,6 +255,34 @@ def test_row_count_from_a_shape_compiles_once():
     assert counters["stats"]["unique_graphs"] == 1
 
 
+def test_unbacked_batch_takes_topk_from_fp4_ops():
+    """The per-row inputs' batch unbacked (``mark_unbacked``: a batch that comes from data): the
+    reference model traces without a guard on it, the rewrite still scores with the FP4 ops (the
+    eager swapped model's sets, not the BF16 model's), and 8 and then 6 rows share one graph."""
+    from torch._dynamo.decorators import mark_unbacked
+    from torch._dynamo.utils import counters
+
+    reference, fp4_model = models("cpu")
+    bf16_model = copy.deepcopy(reference)
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(reference, backend="fp4_inductor", fullgraph=True)
+    gen = torch.Generator().manual_seed(5)
+    differs_from_bf16 = False
+    with torch.no_grad():
+        for rows in (8, 6):
+            inputs = step(gen, "cpu", *SCHEDULE[0], rows=rows)
+            want, bf16 = fp4_model(*inputs), bf16_model(*inputs)
+            for t in inputs[:3]:  # x, q_lora, slots
+                mark_unbacked(t, 0)
+            got = compiled(*inputs)
+            for g, w, b in zip(got, want, bf16):
+                assert g.shape == w.shape and torch.equal(g.sort(dim=1)[0], w.sort(dim=1)[0])
+                differs_from_bf16 |= not torch.equal(g.sort(dim=1)[0], b.sort(dim=1)[0])
+    assert differs_from_bf16
+    assert counters["stats"]["unique_graphs"] == 1
+
+
 def test_write_keys_mirrors_outside_writes():
     """Keys written outside the compiled model with write_keys reach the shadow with no whole-cache
     refill; a plain outside write still refills it, with a warning the first time."""

@@ -246,6 +246,40 @@ def test_decode_step_compiles_with_unbacked_rows(device, gen):
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1
 
 
+@pytest.mark.parametrize("sizes", ["dynamic", "unbacked"])
+def test_compiled_score_compares_symbolic_row_counts(sizes, gen):
+    """Weights with one row fewer or more than the queries, compiled with symbolic row counts:
+    refused by name at trace time with dynamic=True (the fake kernel's checks skipped sizes that
+    were SymInts, and the reference's broadcast failed instead; the Triton kernel would have read
+    past the weights), at run time by torch's assert when unbacked; ``out`` is left as it was."""
+    from torch._dynamo.decorators import mark_unbacked
+    from helpers import scoring_case
+
+    case = scoring_case(gen, "cpu", [1, 2, 2], [70, 130, 90], heads=32)
+    payload, scales = fp4.quantize_queries(case["q"])
+
+    def score(payload, scales, weights, row_ends, out):
+        return fp4.score_paged((payload, scales), case["cache"], weights, case["block_table"], case["query_starts"],
+                               row_ends, 2, out=out)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(score, fullgraph=True, dynamic=sizes == "dynamic")
+    for rows, weight_rows in ((5, 5), (4, 4), (5, 4), (4, 5)):
+        args = [payload[:rows], scales[:rows], torch.cat([case["weights"]] * 2)[:weight_rows],
+                case["row_ends"].repeat(2)[:rows], torch.full((rows, case["block_table"].shape[1] * 64), 7.0)]
+        if sizes == "unbacked":
+            for t in args:
+                mark_unbacked(t, 0)
+        if rows == weight_rows:
+            compiled(*args)
+            assert not bool((args[-1] == 7.0).all())
+            continue
+        with pytest.raises(Exception, match="weights: expected" if sizes == "dynamic" else "<=") as raised:
+            compiled(*args)
+        assert isinstance(raised.value, RuntimeError)
+        assert bool((args[-1] == 7.0).all()), "out was written"
+
+
 def test_launched_kernels_leave_no_constexpr_to_default():
     """Inductor's generated code (torch 2.11) passes None for a user kernel's constexpr left to
     its default: on the H200, every scorer launch under torch.compile failed to compile while

@@ -426,3 +426,28 @@ def test_carry_keys_into_a_smaller_cache_that_holds_them():
     ref.key_cache[15, 3] = 1.0
     with pytest.raises(ValueError, match="num_pages: expected at least the 16 pages"):
         FP4Indexer.from_reference(ref, num_pages=2)
+
+
+@pytest.mark.parametrize("backend", ["inductor", "fp4_inductor"])
+def test_swapped_model_compiles_with_an_unbacked_batch(backend):
+    """A swapped model compiled with its per-row inputs' batch unbacked (``mark_unbacked``, as
+    a batch that comes from data would be): no guard on the batch or on its sizes agreeing, and
+    the same top-k indices as eager for each layer, through torch.compile's default backend and
+    through the package's."""
+    from torch._dynamo.decorators import mark_unbacked
+
+    torch.manual_seed(0)
+    model = TinyModel()
+    swap_indexers(model)
+    fill_history(model, torch.Generator().manual_seed(5))
+    inputs = decode_inputs(torch.Generator().manual_seed(6))
+    torch._dynamo.reset()
+    compiled = torch.compile(model, fullgraph=True, backend=backend)
+    with torch.no_grad():
+        want = model(*inputs)
+        for t in inputs[:3]:  # x, q_lora, slots
+            mark_unbacked(t, 0)
+        got = compiled(*inputs)
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)
