@@ -85,9 +85,9 @@ def launch_plan(word_fed: bool, columns: int, tuning: dict) -> tuple[int, int, i
     - setup units (``score_share``): 4 for the 16-warp hot kernel (64 x 32768: 80.8 us against
       84.3 with 0, 80.4 with 6, 83.8 with 12; 64 x 4096: 18.8 against 20.9, 22.9 with 12); 6
       for the two-row one (H100, Triton 3.6, A/B on this tree, docs/benchmarks.md stop 37:
-      next_n=2 105.3-106.7 us against 108.4-111.8 with 0; 16 x 131072 102.7-104.1 against
-      107.9-109.4; 16 x 32768 32.8-32.9 against 37.2-37.6; next_n=4 201.9-203.0 against
-      203.6-204.6; nowhere slower). An older tree on the H200 gained nothing with 1-4 and lost 2 %
+      next_n=2 105.3-106.7 us against 108.4-111.8 with 0; 16 x 131072 102.7-104.3 against
+      107.9-109.7; 16 x 32768 32.8-32.9 against 37.2-37.6; next_n=4 201.9-203.0 against
+      203.6-206.6; nowhere slower). An older tree on the H200 gained nothing with 1-4 and lost 2 %
       at next_n=4; 6 was not tried there.
     """
     if word_fed:
