@@ -626,13 +626,10 @@ def ancestors(node: fx.Node) -> set[fx.Node]:
 
 
 def erase_dead(graph: fx.Graph, candidates: set[fx.Node]) -> None:
-    """Erase the ``candidates`` (the replaced chains) left without users; nothing else in the graph."""
-    changed = True
-    while changed:
-        changed = False
-        for node in reversed(list(graph.nodes)):
-            if node in candidates and node.op in ("call_function", "call_method"):
-                if not node.users and not mutates(node):
-                    candidates.discard(node)
-                    graph.erase_node(node)
-                    changed = True
+    """Erase the ``candidates`` (the replaced chains) left without users; nothing else in the graph.
+    One pass from the end: a node's inputs come before it, so erasing it is seen by theirs."""
+    for node in reversed(list(graph.nodes)):
+        if node in candidates and node.op in ("call_function", "call_method"):
+            if not node.users and not mutates(node):
+                candidates.discard(node)
+                graph.erase_node(node)
