@@ -68,6 +68,13 @@ def case_on(case, device):
     return moved
 
 
+def clone_case(case):
+    """The same case on its own copy of the merged pages."""
+    copy = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in case.items()}
+    copy["cache"] = fp4.index_section(copy["buffer"], case["cache"].data_ptr() - case["buffer"].data_ptr())
+    return copy
+
+
 def float64_scores(query, cache, weights, block_table, query_starts, row_ends, magnitude=False, to_bf16=True):
     """The scoring definition in float64 over dequantized inputs, one row at a time. ``query``:
     (payload, scales), or a float tensor for the bf16-query mode (rounded to bf16, unless not

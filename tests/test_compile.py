@@ -11,7 +11,7 @@ import fp4_inductor as fp4
 from fp4_inductor.testing import HostSyncError, forbid_host_sync
 
 from conftest import GPU_MARKS
-from helpers import merged_cache, random_keys
+from helpers import case_on, clone_case, merged_cache, random_keys
 
 
 def decode_step(cache, new_keys, slots, q, weights, block_table, seq_lens, query_lens, k: int, max_query_len: int):
@@ -53,8 +53,7 @@ def compiled_against_eager(gen, step, query_lens, seq_lens):
     """``step`` compiled with fullgraph=True against the ops one by one in eager, each on its own
     copy of the cache: the bytes stored equal, the top-k sets equal. Returns the generated code."""
     inputs = step_inputs(gen, query_lens=query_lens, seq_lens=seq_lens)
-    eager_inputs = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
-    eager_inputs["cache"] = fp4.index_section(eager_inputs["buffer"], 1024)
+    eager_inputs = clone_case(inputs)
     want_values, want_indices = run(decode_step, eager_inputs)
     torch._dynamo.reset()
     compiled = torch.compile(step, fullgraph=True)
@@ -226,15 +225,12 @@ def test_decode_step_compiles_with_unbacked_rows(device, gen):
     torch._dynamo.utils.counters.clear()
     compiled = torch.compile(decode_step, fullgraph=True)
     for query_lens in ([1, 2, 3], [0, 0, 0]):
-        inputs = step_inputs(gen, query_lens=query_lens, seq_lens=[70, 200, 300])
-        inputs = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
-        inputs["cache"] = fp4.index_section(inputs["buffer"], 1024)
+        inputs = case_on(step_inputs(gen, query_lens=query_lens, seq_lens=[70, 200, 300]), device)
         inputs["max_query_len"] = 3
         if not sum(query_lens):  # padding only: no rows at all
             for name in ("new_keys", "slots", "q", "weights"):
                 inputs[name] = inputs[name][:0]
-        eager = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
-        eager["cache"] = fp4.index_section(eager["buffer"], 1024)
+        eager = clone_case(inputs)
         want_values, want_indices = run(decode_step, eager)
         for name in ("new_keys", "slots", "q", "weights"):
             mark_unbacked(inputs[name], 0)

@@ -9,7 +9,7 @@ import fp4_inductor as fp4
 from fp4_inductor import formats as F
 from fp4_inductor.testing import forbid_host_sync
 
-from helpers import random_keys, scoring_case
+from helpers import clone_case, random_keys, scoring_case
 
 K = 24
 
@@ -24,13 +24,6 @@ def step_case(gen, device, heads=16):
     case["keys"] = random_keys(slots.shape[0], gen, torch.bfloat16).to(device)
     case["slots"] = slots.to(device)
     return case
-
-
-def clone_case(case):
-    """The same case on its own copy of the merged pages."""
-    copy = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in case.items()}
-    copy["cache"] = fp4.index_section(copy["buffer"], case["cache"].data_ptr() - case["buffer"].data_ptr())
-    return copy
 
 
 def one_by_one(case, k, query_precision, backend, sorted=False):
