@@ -57,7 +57,7 @@ def check_tensor(
         if isinstance(expected, int) and plain and isinstance(size, int):  # eager: plain ints
             differs = size != expected
         elif isinstance(expected, (int, torch.SymInt)):
-            differs = not size_matches(size, expected, f"{name}: the shape")
+            differs = not size_matches(size, expected)
         else:
             continue
         if differs:
@@ -67,7 +67,7 @@ def check_tensor(
     return t
 
 
-def size_matches(size, expected, where: str) -> bool:
+def size_matches(size, expected) -> bool:
     """Whether a size equals ``expected``. False only where they surely differ: sizes that stay
     undecided at trace time (unbacked, e.g. after ``mark_unbacked``) are asserted at run time
     instead, as two bounds (an equality would replace one size by the other, and Dynamo would
@@ -78,17 +78,16 @@ def size_matches(size, expected, where: str) -> bool:
         return size == expected
     if guard_or_false(size != expected):
         return False
-    # Dynamo takes a message closure over constants only. The text shows where the check was
-    # traced; at run time the assert that fails reports torch's own text (the two symbols).
-    text = f"{where}: expected sizes that match"
-    torch._check(size <= expected, lambda: text)
-    torch._check(size >= expected, lambda: text)
+    # No message: torch 2.11's Dynamo breaks the graph on a message closure (2.13 takes one over
+    # constants), and the run-time assert reports torch's own text (the two symbols) either way.
+    torch._check(size <= expected)
+    torch._check(size >= expected)
     return True
 
 
 def check_size(name: str, t: torch.Tensor, dim: int, expected: int, what: str) -> None:
     """Check that ``t.shape[dim] == expected``; ``what`` says where ``expected`` comes from."""
-    if not size_matches(t.shape[dim], expected, f"{name}: dim {dim} against {what}"):
+    if not size_matches(t.shape[dim], expected):
         raise ValueError(f"{name}: expected {expected} along dim {dim} ({what}), got {describe(t)}")
 
 
