@@ -128,7 +128,7 @@ except Exception as exc:
     sys.exit(3)
 """
 
-# Defines ``capture(kernel)``, which stands in for ``wrap_triton``: every launch a launcher makes is
+# Defines ``capture(kernel)``, which stands in for ``kernels.wrapped``: every launch a launcher makes is
 # recorded in ``launches`` as (kernel, its arguments by name, the launch options), not run.
 CAPTURE_LAUNCHES = """
 import inspect

@@ -24,7 +24,7 @@ import fp4_inductor as fp4
 from fp4_inductor.kernels import quantize, score, topk
 
 for module in (quantize, score, topk):
-    module.wrap_triton = capture
+    module.wrapped = capture
 
 def writes(kernel, named):
     if hasattr(wrap, "identify_accessed_tensors"):

@@ -325,7 +325,7 @@ def test_huge_max_query_len_is_cut_to_the_rows(triton_backend_device, gen, monke
     query = fp4.quantize_queries(case["q"], backend=backend)
     args = (query, case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"])
     want = fp4.score_paged(*args, 2, backend=backend)
-    real = score.wrap_triton
+    real = score.wrapped
 
     def checked(kernel):
         launcher = real(kernel)
@@ -337,7 +337,7 @@ def test_huge_max_query_len_is_cut_to_the_rows(triton_backend_device, gen, monke
 
         return Grid()
 
-    monkeypatch.setattr(score, "wrap_triton", checked)
+    monkeypatch.setattr(score, "wrapped", checked)
     got = fp4.score_paged(*args, 100_000, backend=backend)
     valid = reference.valid_region(case["query_starts"], case["row_ends"], want.shape[1])
     assert torch.equal(got[valid], want[valid])

@@ -335,7 +335,7 @@ import torch
 from fp4_inductor.kernels import topk
 from fp4_inductor.kernels.sm90 import compile_topk
 
-topk.wrap_triton = capture  # the launcher's launches for the GPU (its defaults), not run
+topk.wrapped = capture  # the launcher's launches for the GPU (its defaults), not run
 for rows, width, k in ((64, 32768, 2048), (4, 131072, 2048), (3, 5000, 300), (2, 20, 7)):
     topk.launch_select_topk(torch.randn(rows, width), torch.full((rows,), width, dtype=torch.int32), k, False,
                             smem=True, segment=32768, num_warps=16)

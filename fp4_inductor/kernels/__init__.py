@@ -8,10 +8,19 @@ import torch
 import triton
 import triton.language as tl
 from torch._subclasses.fake_tensor import is_fake
+from torch.library import wrap_triton
+from triton.runtime.jit import JITFunction
 
 # Triton's (major, minor), None for a version string that does not start with them (taken as new).
 _VERSION = re.match(r"(\d+)\.(\d+)", triton.__version__)
 TRITON_VERSION = None if _VERSION is None else (int(_VERSION.group(1)), int(_VERSION.group(2)))
+
+
+def wrapped(kernel):
+    """``torch.library.wrap_triton(kernel)`` for a launch that torch.compile can trace; a kernel of
+    Triton's interpreter (TRITON_INTERPRET=1: not a JITFunction) as it is, which is what torch 2.13's
+    wrap_triton returns for one, where torch 2.11's raises."""
+    return wrap_triton(kernel) if isinstance(kernel, JITFunction) else kernel
 
 
 @triton.jit

@@ -16,10 +16,9 @@ import torch
 import triton
 import triton.language as tl
 from torch.fx.experimental.symbolic_shapes import guard_or_false
-from torch.library import wrap_triton
 
 from .. import formats as F
-from . import cdiv, rows_aligned
+from . import cdiv, rows_aligned, wrapped
 
 
 @triton.jit
@@ -171,7 +170,7 @@ def launch_store_keys(keys: torch.Tensor, cache: torch.Tensor, slots: torch.Tens
     # a dtype view here would make Inductor copy the keys to a contiguous buffer and back.
     words = is_bf16 and _word_aligned(keys)
     block = tuning.get("block", 16)
-    wrap_triton(store_keys_kernel)[(cdiv(n, block),)](
+    wrapped(store_keys_kernel)[(cdiv(n, block),)](
         source, keys.stride(0), keys.stride(1), slots, cache, cache.stride(0), n, cache.shape[0] * F.PAGE_TOKENS,
         IS_BF16=is_bf16, BLOCK_T=block, WORDS=words, num_warps=tuning.get("num_warps", 1),
     )
@@ -184,7 +183,7 @@ def launch_quantize_queries(q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor
     if guard_or_false(rows == 0):  # an unbacked 0 at run time: an empty grid, which Triton skips
         return payload, scales
     source, is_bf16 = _float_source(q)
-    wrap_triton(quantize_queries_kernel)[(rows,)](
+    wrapped(quantize_queries_kernel)[(rows,)](
         source, q.stride(0), q.stride(1), q.stride(2), payload, scales, HEADS=heads, IS_BF16=is_bf16, num_warps=4
     )
     return payload, scales

@@ -37,9 +37,8 @@ from __future__ import annotations
 import torch
 import triton.language as tl
 from torch.fx.experimental.symbolic_shapes import guard_or_false
-from torch.library import wrap_triton
 
-from . import cdiv, next_power_of_2, rows_aligned, sm_count
+from . import cdiv, next_power_of_2, rows_aligned, sm_count, wrapped
 from .score_kernel import SCHEDULE_CHUNK, score_paged_kernel
 
 
@@ -245,7 +244,7 @@ def launch_score_paged(
     flags = torch.empty(grid[0] * grid[1], dtype=torch.uint8, device=out.device) if exact == "fixup" else query_starts
     maxnreg = tuning.get("maxnreg")
     for form in forms:
-        wrap_triton(kernel)[(grid[0] * form["SPLIT"], grid[1])](
+        wrapped(kernel)[(grid[0] * form["SPLIT"], grid[1])](
             out, out.stride(0), q_payload, q_scales, cache, cache.stride(0), weights, weights.stride(0), weights.stride(1),
             block_table, block_table.stride(0), block_table.stride(1), query_starts, row_ends, requests,
             pages_per_request * 64, rows, flags,

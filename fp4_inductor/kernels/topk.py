@@ -46,10 +46,9 @@ import torch
 import triton
 import triton.language as tl
 from torch.fx.experimental.symbolic_shapes import guard_or_false
-from torch.library import wrap_triton
 
 from ..reference import order_keys
-from . import cdiv, narrow_end, next_power_of_2, sm_count
+from . import cdiv, narrow_end, next_power_of_2, sm_count, wrapped
 from .topk_search import key_range, layout_column, next_entry, radix_select, radix_select_shared, select_key
 
 @triton.jit(do_not_specialize=["values_stride", "indices_stride", "out_stride"])
@@ -277,7 +276,7 @@ def launch_select_topk(
         radix_bits = tuning.get("radix_bits", 8 if shared else 5)
         if shared:
             radix_bits = min(radix_bits, threads.bit_length() - 1, 8)  # a thread per bin, at most 256
-        wrap_triton(topk_segment_kernel)[(rows, segments)](
+        wrapped(topk_segment_kernel)[(rows, segments)](
             src_values, src_stride, src_values if src_indices is None else src_indices, src_indices_stride,
             row_ends, n, segment_len, k, out_v, out_i, out_stride,
             CANDIDATES=src_indices is not None, BLOCK=block, THREADS=min(block, threads),
