@@ -92,8 +92,9 @@ def last_with_same_slot(slots: torch.Tensor) -> torch.Tensor:
     n = slots.shape[0]
     rows = torch.arange(n, device=slots.device)
     ordered, order = torch.sort(slots, stable=True)  # a slot's rows in row order
-    run_start = torch.ones(n, dtype=torch.bool, device=slots.device)
-    run_start[1:] = ordered[1:] != ordered[:-1]
+    # Each sorted position against the one before it, as a gather of the same length (torch
+    # 2.11 cannot compare the sizes of two slices of an unbacked length in a slice assignment).
+    run_start = (ordered != ordered[(rows - 1).clamp(min=0)]) | (rows == 0)
     run = torch.cumsum(run_start, 0) - 1  # each sorted position's run of equal slots
     # Each run's last sorted position. (Not a reversed cummin: its meta kernel guards on n != 0,
     # which an unbacked n cannot answer.)
