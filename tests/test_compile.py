@@ -273,9 +273,9 @@ def test_compiled_score_compares_symbolic_row_counts(sizes, gen):
         # Unbacked: torch 2.13 raises the package's run-time bound assert, a RuntimeError ("u0 <=
         # u1"). torch 2.11's Inductor checks the graph's input sizes first, an AssertionError
         # ("expected size 4==5"): there this checks torch, not size_matches. Both before any write.
-        expected, error = ("weights: expected", RuntimeError) if sizes == "dynamic" else ("<=", RuntimeError)
+        error, expected = RuntimeError, "weights: expected" if sizes == "dynamic" else "<="
         if sizes == "unbacked" and torch.__version__ < "2.13":
-            expected, error = "expected size", AssertionError
+            error, expected = AssertionError, "expected size"
         with pytest.raises(error, match=expected):
             compiled(*args)
         assert bool((args[-1] == 7.0).all()), "out was written"
