@@ -324,18 +324,18 @@ def test_launch_plan():
     """(tile pages, warps, programs per SM, pairs, exact-pass split, setup units): the word-fed
     hot kernel runs wide (16 warps x 4 pages, one program per SM, a tile per step, 4 setup
     units) with at most 64 columns, and on 8 warps x 2 pages, one per SM, tiles in pairs, 6
-    setup units, with more; the exact pass after a word-fed hot pass of fewer than 16 warps on twice its programs;
+    setup units, with more; the exact pass after a word-fed hot pass on twice its programs;
     everything else on 4 warps x 2 pages, two programs per SM, the exact pass on as many;
     tuning values override each."""
     from fp4_inductor.kernels.score import launch_plan
 
-    assert launch_plan(True, 64, {}) == (4, 16, 1, False, 1, 4)
-    assert launch_plan(True, 32, {}) == (4, 16, 1, False, 1, 4)
+    assert launch_plan(True, 64, {}) == (4, 16, 1, False, 2, 4)
+    assert launch_plan(True, 32, {}) == (4, 16, 1, False, 2, 4)
     assert launch_plan(True, 128, {}) == (2, 8, 1, True, 2, 6)  # two rows of 64 heads
     assert launch_plan(True, 256, {}) == (2, 8, 1, True, 2, 6)  # one row of 256 heads
     assert launch_plan(False, 64, {}) == (2, 4, 2, False, 1, 0)  # bf16 queries, the byte-fed builder, the inline form
     assert launch_plan(True, 64, {"num_warps": 4, "tile_pages": 2}) == (2, 4, 1, False, 2, 6)
-    assert launch_plan(True, 128, {"num_warps": 16, "tile_pages": 4, "pairs": False}) == (4, 16, 1, False, 1, 4)
+    assert launch_plan(True, 128, {"num_warps": 16, "tile_pages": 4, "pairs": False}) == (4, 16, 1, False, 2, 4)
     assert launch_plan(True, 128, {"pairs": False}) == (2, 8, 1, False, 2, 6)
     assert launch_plan(False, 128, {"programs_per_sm": 3}) == (2, 4, 3, False, 1, 0)
     assert launch_plan(True, 128, {"exact_split": 1}) == (2, 8, 1, True, 1, 6)
@@ -344,15 +344,15 @@ def test_launch_plan():
 
 def test_exact_pass_forms():
     """The fix-up pair cuts the same shares in both launches. After a word-fed hot pass, the
-    exact pass is word-fed too, with the PTX builder for its fold classes: on the wide hot
-    kernel's 16 warps x 4 pages, else one page per tile on 4 warps. Otherwise it builds with the
+    exact pass is word-fed too, with the PTX builder for its fold classes, one page per tile on
+    4 warps (also after the 16-warp hot kernel). Otherwise it builds with the
     portable integer builder (the byte-fed PTX builder's layout breaks pack=4 there on Triton
     3.7), at most two pages per tile on 4 warps."""
     from fp4_inductor.kernels.score import launch_forms
 
     hot, exact = launch_forms("fixup", True, True, 4, 16)
     assert (hot["MODE"], hot["ASM"], hot["WORDS"], hot["TILE_PAGES"], hot["WARPS"]) == (1, True, True, 4, 16)
-    assert (exact["MODE"], exact["ASM"], exact["WORDS"], exact["TILE_PAGES"], exact["WARPS"]) == (2, True, True, 4, 16)
+    assert (exact["MODE"], exact["ASM"], exact["WORDS"], exact["TILE_PAGES"], exact["WARPS"]) == (2, True, True, 1, 4)
     assert hot["SHARE_PAGES"] == exact["SHARE_PAGES"] == 4
     assert not hot["PAIRS"]
     hot, exact = launch_forms("fixup", True, True, 2, 8, True)

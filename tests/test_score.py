@@ -282,8 +282,8 @@ def test_lower_class_survives_cancelling_higher_ones(top, low, query, backend_de
 @pytest.mark.parametrize("heads, query_lens, seq_lens", [(16, [1], [3000]), (64, [2], [2000])])
 def test_exact_pass_over_long_shares(heads, query_lens, seq_lens, backend_device, gen):
     """Wide scale spreads all along one long request: every share holds three or more tiles
-    for the exact pass, so its read-ahead of page ids and scales is consumed (the wide form at
-    one row of 16 heads, the one-page form at two rows of 64)."""
+    for the exact pass, each scanned and rescored (after the 16-warp hot kernel at one row of 16
+    heads, after the two-row one at two rows of 64)."""
     backend, device = backend_device
     case = scoring_case(gen, device, heads=heads, query_lens=query_lens, seq_lens=seq_lens, key_spread=12)
     check_against_float64(case, backend, device)
@@ -323,6 +323,7 @@ def check_launch(case, query, device, **tuning):
     got = out.cpu()
     assert not got[valid].isnan().any() and got[~valid].isnan().all()
     assert ((got[valid].double() - want[valid]).norm() / want[valid].norm()) < 1e-5
+    return got, want
 
 
 @pytest.mark.parametrize("name", ["ragged", "key-spread", "query-spread", "long-verify", "key-spread-1", "query-spread-1"])
@@ -416,6 +417,31 @@ def test_exact_pass_on_more_programs(split, setup, query_kind, triton_backend_de
         one_row = scoring_case(gen, device, heads=64, query_lens=[1] * 6, seq_lens=[530, 1024, 77, 0, 2000, 64])
         check_launch(one_row, fp4.quantize_queries(one_row["q"], backend="triton"), device, exact_split=split,
                      setup_units=setup)
+
+
+@pytest.mark.parametrize("heads, query_lens", [(16, [1]), (64, [2])])
+def test_exact_pass_finds_few_keys_in_long_shares(heads, query_lens, triton_backend_device, gen):
+    """One hot program's share of one long request (100 pages; two exact-pass programs of 4
+    warps, 16 pages per scan step), with keys that do not fold in a few pages only: the first
+    and last pages of scan steps, pages inside them, and the request's last page, partly past
+    the row's end; after the 16-warp hot kernel (one row of 16 heads) and the two-row one (two
+    rows of 64). The exact pass scans its share's scales a step at a time and rescores only the
+    tiles that hold such a key: every valid entry right, nothing else written, and those keys'
+    logits each within 1e-5 of the float64 definition."""
+    backend, device = triton_backend_device
+    case = scoring_case(gen, device, heads=heads, query_lens=query_lens, seq_lens=[99 * 64 + 14])
+    pages = case["block_table"].cpu()[0, [0, 15, 16, 40, 63, 64, 81, 99, 99]].long()
+    slots = pages * 64 + torch.tensor([0, 63, 17, 5, 62, 1, 33, 13, 40])
+    keys = random_keys(slots.shape[0], gen).view(-1, F.GROUPS, F.GROUP_SIZE)
+    keys[torch.arange(slots.shape[0]), torch.arange(slots.shape[0]) % F.GROUPS] *= 2.0**9  # one group 2**9 up: no fold
+    fp4.store_keys(keys.view(-1, F.HEAD_DIM).to(device), case["cache"], slots.to(device))
+    query = fp4.quantize_queries(case["q"], backend="triton")
+    got, want = check_launch(case, query, device, programs=1)
+    # Entry by entry at those keys: the hot pass alone keeps only their largest group, 2**-9 off.
+    args = (query, case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"])
+    at = (slots - pages * 64 + torch.tensor([0, 15, 16, 40, 63, 64, 81, 99, 99]) * 64)[:-1]  # the last is past the end
+    error = (got[:, at].double() - want[:, at]).abs() / float64_scores(*args, magnitude=True)[:, at].clamp_min(1e-30)
+    assert error[~want[:, at].isnan()].max() < 1e-5
 
 
 @pytest.mark.parametrize("chunk", [1, 8, None])

@@ -50,8 +50,8 @@ def word_fed_pass(exact: str, query_float: bool) -> bool:
 
 
 def wide_hot_pass(word_fed: bool, num_warps: int) -> bool:
-    """Whether a launch's hot pass is the 16-warp word-fed kernel, whose exact pass runs on the
-    same tiles and warps, on its own programs, and whose shares count 4 setup units."""
+    """Whether a launch's hot pass is the 16-warp word-fed kernel, whose shares count 4 setup
+    units."""
     return word_fed and num_warps >= 16
 
 
@@ -75,12 +75,14 @@ def launch_plan(word_fed: bool, columns: int, tuning: dict) -> tuple[int, int, i
       pairs at 4 warps spill: 343 us at next_n=2).
     - everything else (bf16 queries, caches without 16-byte rows): 4 warps x 2 pages, two
       programs per SM.
-    - after the two-row hot kernel, the exact pass on twice its programs (``launch_forms``):
-      with 0.1 % of keys holding a group 2**6 above the rest, next_n=2 226.5 us against 298.9 on
-      the hot pass's own programs, B=16 x 131072 223.4 against 291.0. After the 16-warp one, on
-      its own programs: every program of a 16-warp exact pass needs an SM to itself, and twice
-      the programs take two waves even when no key needs the pass (64 x 32768, next_n=1: 84.8
-      against 85.4 us; 238.5 against 240.8 with the outliers above).
+    - after a word-fed hot kernel, the exact pass on twice its programs (``launch_forms``), of 4
+      warps each: with 0.1 % of keys holding a group 2**6 above the rest, next_n=2 226.5 us
+      against 298.9 on the hot pass's own programs, B=16 x 131072 223.4 against 291.0 (H200);
+      after the 16-warp hot kernel (H100, A/B, docs/benchmarks.md stop 39), next_n=1 135.2-135.4
+      us against 209.5-210.0 for an exact pass on its 16 warps x 4 pages and its own programs,
+      141.7-141.8 on four times the programs; 104.0-104.3 against 118.5-120.8 with 0.01 % of such
+      keys, 307.2-307.8 against 406.1-409.4 with 1 %; the same without such keys (75.5-75.6
+      against 75.4).
     - setup units (``score_share``): 4 for the 16-warp hot kernel (64 x 32768: 80.8 us against
       84.3 with 0, 80.4 with 6, 83.8 with 12; 64 x 4096: 18.8 against 20.9, 22.9 with 12); 6
       for the two-row one (H100, Triton 3.6, A/B on this tree, docs/benchmarks.md stop 37:
@@ -96,7 +98,7 @@ def launch_plan(word_fed: bool, columns: int, tuning: dict) -> tuple[int, int, i
     keys = ("tile_pages", "num_warps", "programs_per_sm", "pairs")
     tile_pages, num_warps, per_sm, pairs = (tuning.get(key, default) for key, default in zip(keys, plan))
     wide = wide_hot_pass(word_fed, num_warps)
-    split = tuning.get("exact_split", 1 if wide or not word_fed else 2)
+    split = tuning.get("exact_split", 2 if word_fed else 1)
     setup = tuning.get("setup_units", 4 if wide else 6 if word_fed else 0)
     return tile_pages, num_warps, per_sm, pairs, split, setup
 
@@ -141,15 +143,14 @@ def launch_forms(exact: str, asm: bool, word_fed: bool, tile_pages: int, num_war
     ``word_fed``) and the exact pass (MODE 2), which only runs the tiles whose keys do not fold.
     - After a word-fed hot pass the exact pass is word-fed too: it reads the scales of its share
       ahead and the payload of a tile only when the tile needs it, and scores such a tile with
-      one int8 dot per class of its keys' group scales (``fold_classes``), with the PTX builder.
-      It runs on the wide hot kernel's 16 warps x 4 pages (more warps to hide the scan of a
-      share), else on one page per tile on 4 warps (the float32 sum of a two-row block fits).
-      H200, B=64 x 32768 with 0.1 % of keys holding a group 2**6 above the rest: 241 us at
-      next_n=1 (split 1), 228 us at next_n=2 (split 2; 299 us with split 1, as the hot kernel
-      there runs one 8-warp program per SM; 325 us for an exact pass of 8 warps x 2 pages;
-      docs/benchmarks.md). A program whose hot share marked nothing leaves at once, so with no
-      such key the exact pass costs about a launch (1.5 us at next_n=1, against 6 us when every
-      program computed the schedule first).
+      one int8 dot per class of its keys' group scales (``fold_classes``), with the PTX builder,
+      one page per tile on 4 warps (the float32 sum of a two-row block fits; a tile of 64 keys
+      holds a key that does not fold less often than one of 256). H200, B=64 x 32768 with 0.1 %
+      of keys holding a group 2**6 above the rest: 228 us at next_n=2 (split 2; 299 us with
+      split 1, as the hot kernel there runs one 8-warp program per SM; 325 us for an exact pass
+      of 8 warps x 2 pages; docs/benchmarks.md). A program whose hot share marked nothing leaves
+      at once, so with no such key the exact pass costs about a launch (1.5 us at next_n=1,
+      against 6 us when every program computed the schedule first).
     - Otherwise it builds with the portable integer builder, at most 2 pages per tile on 4
       warps: inside the loop over a share's requests, Triton 3.7 puts the byte-fed PTX builder
       in a layout that breaks pack=4 (tests/test_prmt.py compiles every default launch)."""
@@ -157,8 +158,7 @@ def launch_forms(exact: str, asm: bool, word_fed: bool, tile_pages: int, num_war
         return [dict(MODE=0, TILE_PAGES=tile_pages, SHARE_PAGES=tile_pages, SETUP_UNITS=setup, ASM=asm, WORDS=False,
                      WARPS=num_warps, PAIRS=False, SPLIT=1)]
     if word_fed:
-        wide = wide_hot_pass(word_fed, num_warps)
-        exact_pass = dict(TILE_PAGES=tile_pages if wide else 1, ASM=asm, WORDS=True, WARPS=num_warps if wide else 4)
+        exact_pass = dict(TILE_PAGES=1, ASM=asm, WORDS=True, WARPS=4)
     else:
         exact_pass = dict(TILE_PAGES=min(tile_pages, 2), ASM=False, WORDS=False, WARPS=4)
     return [dict(MODE=1, TILE_PAGES=tile_pages, SHARE_PAGES=tile_pages, SETUP_UNITS=setup, ASM=asm, WORDS=word_fed,
@@ -177,7 +177,7 @@ def _sixteen_byte_aligned(cache: torch.Tensor) -> bool:
 
 # The launcher's tunings (``launch_score_paged``): for the benchmarks, not part of the API.
 TUNING_KEYS = ("tile_pages", "num_warps", "num_stages", "programs_per_sm", "pairs", "exact_split", "setup_units",
-               "maxnreg", "max_columns", "asm", "exact", "chunk")
+               "maxnreg", "max_columns", "asm", "exact", "chunk", "programs")
 
 
 def launch_score_paged(
@@ -189,7 +189,8 @@ def launch_score_paged(
     API; a tuning key outside TUNING_KEYS is an error, not a launch with the defaults.
     tile_pages and num_warps set the hot pass (and the shares); the exact pass takes its own
     (after a word-fed hot pass below 16 warps, and always after a byte-fed one), and
-    exact_split times the hot pass's programs (``launch_forms``).
+    exact_split times the hot pass's programs (``launch_forms``); programs sets the hot pass's
+    programs per row block (by default programs_per_sm times the SMs, 4 SMs on the interpreter).
 
     ``q_scales=None``: ``q_payload`` holds unquantized queries float [rows, H, 128], scored as
     bf16 against the FP4 keys (the higher-recall mode)."""
@@ -238,7 +239,7 @@ def launch_score_paged(
                          f"got tile_pages={tile_pages} with num_warps={num_warps}")
     # One program per share of all requests' pages (the kernel computes the shares), per row block.
     sms = sm_count(cache.device) if gpu else 4
-    grid = (max(1, per_sm * sms // row_blocks), row_blocks)
+    grid = (max(1, tuning.get("programs", per_sm * sms // row_blocks)), row_blocks)
     forms = launch_forms(exact, asm, word_fed, tile_pages, num_warps, pairs, split, setup)
     # The one-kernel form never touches the flags (query_starts is a read-only stand-in).
     flags = torch.empty(grid[0] * grid[1], dtype=torch.uint8, device=out.device) if exact == "fixup" else query_starts

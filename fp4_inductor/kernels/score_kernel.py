@@ -10,7 +10,7 @@ from .ptx import (PINGPONG_1, PINGPONG_8, PINGPONG_32, PINGPONG_FIRST, PINGPONG_
                   PINGPONG_WAIT, pingpong)
 from .score_math import (FOLD_LIMIT, exact_tile, float_query_operands, fold_classes, folded_logits, key_dot,
                          key_operands, power_of_two, query_operands, store_exact_logits, word_operands)
-from .score_tiles import load_key_bytes, store_tile, tile_keys, tile_outputs, tile_page_ids, tile_scales, tile_words
+from .score_tiles import load_key_bytes, store_tile, tile_keys, tile_outputs, tile_page_ids
 
 SCHEDULE_CHUNK = 128  # the schedule's step (requests per step) where score.schedule_chunk knows no better
 
@@ -96,33 +96,47 @@ def score_request(
                 # The exact pass over word-fed tiles: a tile whose keys all fold was scored by the
                 # hot pass; any other takes one dot per class of its keys' group scales
                 # (fold_classes), or, for a query that does not fold, one per group (exact_tile).
-                # Only the scales are read ahead (page ids two tiles, scales one): the payload of
-                # a tile is read when the tile needs it.
-                page = tile_page_ids(bt_row, block_table_page_stride, page_begin, page_end, TILE_PAGES, WARPS)
-                k_exp = tile_scales(cache_ptr, page_stride, page, TILE_PAGES, WARPS)
-                page_ahead = tile_page_ids(bt_row, block_table_page_stride, page_begin + TILE_PAGES, page_end,
-                                           TILE_PAGES, WARPS)
-                for tile in range(page_begin, page_end, TILE_PAGES):
-                    cur_page, cur_exp = page, k_exp
-                    page = page_ahead
-                    k_exp = tile_scales(cache_ptr, page_stride, page, TILE_PAGES, WARPS)
-                    page_ahead = tile_page_ids(bt_row, block_table_page_stride, tile + 2 * TILE_PAGES, page_end,
-                                               TILE_PAGES, WARPS)
-                    k_max = tl.max(cur_exp, axis=1)
-                    k_fold = FOLD_LIMIT - (k_max[:, None] - cur_exp)
-                    if not (query_folds and tl.min(tl.min(k_fold, axis=1), axis=0) >= 0):
-                        x = tile_words(cache_ptr, page_stride, cur_page, TILE_PAGES, WARPS)
-                        j = tile * 64 + m
-                        out_at, out_ok = tile_outputs(out_ptr, out_stride, first_row, rows_here, row_ends, j)
-                        if query_folds:
-                            total = fold_classes(x, cur_exp, k_max, qa, qb, power_of_two(q_max, 0.0625), ASM,
-                                                 DOT_DTYPE)
-                            store_exact_logits(total, w, out_at, out_ok, ROWS, HEADS)
-                        else:
-                            # The portable builder: Triton lays the PTX one out here without
-                            # four consecutive K per call (tests/test_prmt.py).
-                            exact_tile(x, x, cur_exp, qa_raw, qb_raw, q_exp, w, out_at, out_ok, ROWS, HEADS, False,
-                                       QUERY_FLOAT, DOT_DTYPE, WORDS)
+                # The share is scanned SCAN pages at a time: their page ids in one load, then all
+                # their scale bytes in one, giving a bit per tile that holds a key that does not
+                # fold; only those tiles load their keys. (A walk of one tile per step, its scales
+                # read a tile ahead, paid a round trip to memory per tile: with a few such keys
+                # every marked program walked its whole share.)
+                SCAN: tl.constexpr = 4 * WARPS  # 32 scale bytes per thread
+                TILES: tl.constexpr = SCAN // TILE_PAGES
+                tl.static_assert(SCAN % TILE_PAGES == 0 and TILES <= 31)
+                scan = tl.arange(0, SCAN)
+                position = tl.arange(0, 256)
+                for chunk in range(page_begin, page_end, SCAN):
+                    in_share = chunk + scan < page_end
+                    chunk_pages = tl.load(bt_row + (chunk + scan) * block_table_page_stride, mask=in_share,
+                                          other=0).to(tl.int64)
+                    # [SCAN, 4, 64]: a page's scale bytes, group by group (a key at the same
+                    # position in each group).
+                    scale_bytes = tl.reshape(tl.load((cache_ptr + chunk_pages * page_stride + 4096)[:, None]
+                                                     + position[None, :], mask=in_share[:, None], other=0),
+                                             (SCAN, 4, 64)).to(tl.int32)
+                    spread = tl.max(scale_bytes, axis=1) - tl.min(scale_bytes, axis=1)
+                    page_marked = (tl.max(spread, axis=1) > FOLD_LIMIT) | (not query_folds)
+                    tile_marked = tl.max(tl.reshape(page_marked & in_share, (TILES, TILE_PAGES)).to(tl.int32), axis=1)
+                    marked = tl.sum(tile_marked << tl.arange(0, TILES), axis=0)
+                    for t in range(TILES):
+                        if ((marked >> t) & 1) != 0:
+                            tile = chunk + t * TILE_PAGES
+                            cur_page = tile_page_ids(bt_row, block_table_page_stride, tile, page_end, TILE_PAGES,
+                                                     WARPS)
+                            cur_exp, x = tile_keys(cache_ptr, page_stride, cur_page, TILE_PAGES, WARPS)
+                            k_max = tl.max(cur_exp, axis=1)
+                            j = tile * 64 + m
+                            out_at, out_ok = tile_outputs(out_ptr, out_stride, first_row, rows_here, row_ends, j)
+                            if query_folds:
+                                total = fold_classes(x, cur_exp, k_max, qa, qb, power_of_two(q_max, 0.0625), ASM,
+                                                     DOT_DTYPE)
+                                store_exact_logits(total, w, out_at, out_ok, ROWS, HEADS)
+                            else:
+                                # The portable builder: Triton lays the PTX one out here without
+                                # four consecutive K per call (tests/test_prmt.py).
+                                exact_tile(x, x, cur_exp, qa_raw, qb_raw, q_exp, w, out_at, out_ok, ROWS, HEADS,
+                                           False, QUERY_FLOAT, DOT_DTYPE, WORDS)
             elif MODE == 2:
                 for tile in range(page_begin, page_end, TILE_PAGES):
                     index = tile + m // 64
