@@ -2,7 +2,7 @@
 logits compared bit for bit with the first's, then the variants timed in alternation (GPU
 time of CUDA-graph replays), so that drift between runs does not read as a difference.
 
-python benchmarks/score_ab.py [--shapes 64x32768x1,64x32768x2] [--rounds 3] [--outliers 0.001] [--seq-len 8192] A.py B.py ...
+python benchmarks/score_ab.py [--shapes 64x32768x1,64x32768x2] [--rounds 3] [--outliers 0.001] [--outlier-channels] [--seq-len 8192] A.py B.py ...
 
 A variant is a copy of fp4_inductor/kernels/score.py or score_kernel.py kept as a file;
 ``shipped`` stands for the package's own. ``VARIANT:key=value,...`` launches it with those
@@ -24,6 +24,8 @@ if __name__ == "__main__":
     parser.add_argument("--shapes", default="64x32768x1,64x32768x2", help="BxCONTEXTxNEXT_N,...")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--outliers", type=float, default=0.0, help="fraction of keys whose scales take the exact path")
+    parser.add_argument("--outlier-channels", action="store_true",
+                        help="keys with four outlier channels before a LayerNorm (about 12 %% take the exact path)")
     parser.add_argument("--seq-len", type=int, default=0,
                         help="each request's keys, below the shape's CONTEXT (the block table's width), as a serving "
                              "graph's block table is wider than its requests")
@@ -38,6 +40,7 @@ if __name__ == "__main__":
         shape = f"{requests}x{context}x{next_n}"
         seq_lens = [args.seq_len] * requests if args.seq_len else None
         case = build_scoring_case(requests, context, next_n, 64, torch.device("cuda"), outliers=args.outliers,
+                                  outlier_channels=args.outlier_channels,
                                   seq_lens=seq_lens)
         query = fp4.quantize_queries(case["q"])
         out = torch.empty(requests * next_n, context, device="cuda")
@@ -57,6 +60,7 @@ if __name__ == "__main__":
             for path, module in modules.items():
                 times[path].append(device_us(lambda: module.launch_score_paged(out, *inputs, **tunings[path])))
         label = shape + (f" ({args.outliers:g} outliers)" if args.outliers else "")
+        label += " (outlier channels)" if args.outlier_channels else ""
         label += f" ({args.seq_len} keys per request)" if args.seq_len else ""
         table += [f"| {label} | {path} | " + " / ".join(f"{t:.1f}" for t in times[path]) + " |" for path in modules]
     print("\n".join(["| shape | variant | us per round |", "| --- | --- | --- |"] + table))

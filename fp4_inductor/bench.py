@@ -95,12 +95,14 @@ class Table:
 
 
 def build_scoring_case(requests: int, context: int, next_n: int, heads: int, device, seed: int = 0,
-                       outliers: float = 0.0, seq_lens: list[int] | None = None):
+                       outliers: float = 0.0, seq_lens: list[int] | None = None, outlier_channels: bool = False):
     """A paged FP4 cache holding ``requests x context`` keys in permuted pages inside merged
     pages (page stride 8192, index section at offset 1024), and next_n rows per request.
 
     ``outliers``: the fraction of keys with one 32-element group scaled by 2**6, whose group
     scales then span more than the folded path takes (the scorer's exact path).
+    ``outlier_channels``: keys with four channels 16 times the rest before a LayerNorm (the
+    accuracy tool's ``outliers`` data; about 12 % of such keys take the exact path).
     ``seq_lens``: a ragged batch, each request's keys (at most ``context``; ``requests`` of them)."""
     if seq_lens is not None and (len(seq_lens) != requests or max(seq_lens, default=0) > context):
         raise ValueError(f"seq_lens: expected {requests} lengths of at most {context}, got {seq_lens}")
@@ -109,6 +111,9 @@ def build_scoring_case(requests: int, context: int, next_n: int, heads: int, dev
     num_pages = requests * pages_per_request
     _, cache = fp4.allocate_merged_cache(num_pages, page_bytes=8192, index_offset=1024, device=device)
     keys = torch.randn(num_pages * F.PAGE_TOKENS, F.HEAD_DIM, device=device, generator=g, dtype=torch.bfloat16)
+    if outlier_channels:
+        keys[:, [3, 40, 77, 120]] *= 16
+        keys = torch.nn.functional.layer_norm(keys.float(), (F.HEAD_DIM,)).to(torch.bfloat16)
     if outliers:
         hit = torch.rand(keys.shape[0], device=device, generator=g) < outliers
         keys.view(-1, F.GROUPS, F.HEAD_DIM // F.GROUPS)[:, 0] *= torch.where(hit, 64.0, 1.0).to(keys.dtype)[:, None]
