@@ -419,29 +419,51 @@ def test_exact_pass_on_more_programs(split, setup, query_kind, triton_backend_de
                      setup_units=setup)
 
 
+@pytest.mark.parametrize("programs", [1, 3])
 @pytest.mark.parametrize("heads, query_lens", [(16, [1]), (64, [2])])
-def test_exact_pass_finds_few_keys_in_long_shares(heads, query_lens, triton_backend_device, gen):
-    """One hot program's share of one long request (100 pages; two exact-pass programs of 4
-    warps, 16 pages per scan step), with keys that do not fold in a few pages only: the first
-    and last pages of scan steps, pages inside them, and the request's last page, partly past
-    the row's end; after the 16-warp hot kernel (one row of 16 heads) and the two-row one (two
-    rows of 64). The exact pass scans its share's scales a step at a time and rescores only the
-    tiles that hold such a key: every valid entry right, nothing else written, and those keys'
-    logits each within 1e-5 of the float64 definition."""
+def test_exact_pass_finds_few_keys_in_long_shares(heads, query_lens, programs, triton_backend_device, gen, monkeypatch):
+    """Long shares of one request (100 pages) on one or three hot programs (each with two
+    exact-pass programs of 4 warps, 16 pages per scan step), with keys that do not fold in a few
+    pages only: the first and last pages of scan steps, pages inside them, the first page of an
+    exact program's part (page 44 with one hot program at two rows of 64), and the request's
+    last page, partly past the row's end; after the 16-warp hot kernel (one row of 16 heads) and
+    the two-row one (two rows of 64). The exact pass scans its share's scales a step at a time
+    and rescores only the tiles that hold such a key: every valid entry right, nothing else
+    written (programs in reverse order on the interpreter, so a store into a neighbour's part
+    shows), and those keys' logits each within 1e-5 of the float64 definition. (A scan that
+    marks too many tiles costs time only; the benchmarks show it, not this test.)"""
     backend, device = triton_backend_device
+    if device == "cpu":
+        run_programs_in_reverse(monkeypatch)
     case = scoring_case(gen, device, heads=heads, query_lens=query_lens, seq_lens=[99 * 64 + 14])
-    pages = case["block_table"].cpu()[0, [0, 15, 16, 40, 63, 64, 81, 99, 99]].long()
-    slots = pages * 64 + torch.tensor([0, 63, 17, 5, 62, 1, 33, 13, 40])
-    keys = random_keys(slots.shape[0], gen).view(-1, F.GROUPS, F.GROUP_SIZE)
-    keys[torch.arange(slots.shape[0]), torch.arange(slots.shape[0]) % F.GROUPS] *= 2.0**9  # one group 2**9 up: no fold
-    fp4.store_keys(keys.view(-1, F.HEAD_DIM).to(device), case["cache"], slots.to(device))
+    index = torch.tensor([0, 15, 16, 40, 44, 63, 64, 81, 99, 99])
+    pages = case["block_table"].cpu()[0, index].long()
+    token = torch.tensor([0, 63, 17, 5, 3, 62, 1, 33, 13, 40])  # the last is past the row's end
+    keys = random_keys(len(index), gen).view(-1, F.GROUPS, F.GROUP_SIZE)
+    keys[torch.arange(len(index)), torch.arange(len(index)) % F.GROUPS] *= 2.0**9  # one group 2**9 up: no fold
+    fp4.store_keys(keys.view(-1, F.HEAD_DIM).to(device), case["cache"], (pages * 64 + token).to(device))
     query = fp4.quantize_queries(case["q"], backend="triton")
-    got, want = check_launch(case, query, device, programs=1)
+    got, want = check_launch(case, query, device, programs=programs)
     # Entry by entry at those keys: the hot pass alone keeps only their largest group, 2**-9 off.
     args = (query, case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"])
-    at = (slots - pages * 64 + torch.tensor([0, 15, 16, 40, 63, 64, 81, 99, 99]) * 64)[:-1]  # the last is past the end
+    at = (index * 64 + token)[:-1]
     error = (got[:, at].double() - want[:, at]).abs() / float64_scores(*args, magnitude=True)[:, at].clamp_min(1e-30)
     assert error[~want[:, at].isnan()].max() < 1e-5
+
+
+@pytest.mark.parametrize("programs", [1, 3])
+@pytest.mark.parametrize("heads, query_lens", [(16, [1]), (64, [2])])
+def test_exact_pass_rescores_every_tile_for_a_query_that_does_not_fold(heads, query_lens, programs,
+                                                                       triton_backend_device, gen, monkeypatch):
+    """A query block whose group scales do not fold marks every tile of the exact pass's scan,
+    and only those of its share: long shares (100 pages on one or three hot programs) that end
+    inside a scan step and inside the request; every valid entry right, nothing else written
+    (programs in reverse order on the interpreter)."""
+    backend, device = triton_backend_device
+    if device == "cpu":
+        run_programs_in_reverse(monkeypatch)
+    case = scoring_case(gen, device, heads=heads, query_lens=query_lens, seq_lens=[99 * 64 + 14], query_spread=12)
+    check_launch(case, fp4.quantize_queries(case["q"], backend="triton"), device, programs=programs)
 
 
 @pytest.mark.parametrize("chunk", [1, 8, None])

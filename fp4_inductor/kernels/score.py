@@ -105,7 +105,8 @@ def launch_plan(word_fed: bool, columns: int, tuning: dict) -> tuple[int, int, i
 
 def schedule_chunk(word_fed: bool, num_warps: int, requests) -> int:
     """The schedule's step (``CHUNK``: requests per block-wide scan in ``score_share``) of one
-    launch, from its form's ``WORDS`` and ``WARPS``; both passes of a pair get the same step.
+    launch, from its form's ``WORDS`` and ``WARPS`` (each pass of a pair its own: after the
+    16-warp hot kernel, the exact pass on 4 warps takes 32 where the hot pass may take 64).
     ``requests``: the batch (a symbolic batch takes the large-batch choice, with no guard). The
     step sets no share, only how the schedule is computed, and the compiled code around it.
 
@@ -141,11 +142,11 @@ def launch_forms(exact: str, asm: bool, word_fed: bool, tile_pages: int, num_war
 
     ``exact="inline"``: one launch (MODE 0). ``"fixup"``: the hot pass (MODE 1, word-fed where
     ``word_fed``) and the exact pass (MODE 2), which only runs the tiles whose keys do not fold.
-    - After a word-fed hot pass the exact pass is word-fed too: it reads the scales of its share
-      ahead and the payload of a tile only when the tile needs it, and scores such a tile with
-      one int8 dot per class of its keys' group scales (``fold_classes``), with the PTX builder,
-      one page per tile on 4 warps (the float32 sum of a two-row block fits; a tile of 64 keys
-      holds a key that does not fold less often than one of 256). H200, B=64 x 32768 with 0.1 %
+    - After a word-fed hot pass the exact pass is word-fed too: it scans the scales of its share
+      16 pages at a time and reads the payload of a tile only when the tile needs it, and scores
+      such a tile with one int8 dot per class of its keys' group scales (``fold_classes``), with
+      the PTX builder, one page per tile on 4 warps (the float32 sum of a two-row block fits; a
+      tile of 64 keys holds a key that does not fold less often than one of 256). H200, B=64 x 32768 with 0.1 %
       of keys holding a group 2**6 above the rest: 228 us at next_n=2 (split 2; 299 us with
       split 1, as the hot kernel there runs one 8-warp program per SM; 325 us for an exact pass
       of 8 warps x 2 pages; docs/benchmarks.md). A program whose hot share marked nothing leaves
@@ -187,8 +188,7 @@ def launch_score_paged(
     """Launch the scorer. ``kernel`` (a variant of ``score_paged_kernel``) and ``tuning``
     (``TUNING_KEYS``) are for the benchmarks (benchmarks/score_variants.py) and not part of the
     API; a tuning key outside TUNING_KEYS is an error, not a launch with the defaults.
-    tile_pages and num_warps set the hot pass (and the shares); the exact pass takes its own
-    (after a word-fed hot pass below 16 warps, and always after a byte-fed one), and
+    tile_pages and num_warps set the hot pass (and the shares); the exact pass takes its own, and
     exact_split times the hot pass's programs (``launch_forms``); programs sets the hot pass's
     programs per row block (by default programs_per_sm times the SMs, 4 SMs on the interpreter).
 

@@ -97,13 +97,13 @@ def score_request(
                 # hot pass; any other takes one dot per class of its keys' group scales
                 # (fold_classes), or, for a query that does not fold, one per group (exact_tile).
                 # The share is scanned SCAN pages at a time: their page ids in one load, then all
-                # their scale bytes in one, giving a bit per tile that holds a key that does not
-                # fold; only those tiles load their keys. (A walk of one tile per step, its scales
+                # their scale bytes in one, giving a bit per page (a tile) that holds a key that
+                # does not fold; only those tiles load their keys. (A walk of one tile per step, its scales
                 # read a tile ahead, paid a round trip to memory per tile: with a few such keys
                 # every marked program walked its whole share.)
+                tl.static_assert(TILE_PAGES == 1, "the word-fed exact pass takes a page per tile (launch_forms)")
                 SCAN: tl.constexpr = 4 * WARPS  # 32 scale bytes per thread
-                TILES: tl.constexpr = SCAN // TILE_PAGES
-                tl.static_assert(SCAN % TILE_PAGES == 0 and TILES <= 31)
+                tl.static_assert(SCAN <= 31)  # one bit per page in an int32
                 scan = tl.arange(0, SCAN)
                 position = tl.arange(0, 256)
                 for chunk in range(page_begin, page_end, SCAN):
@@ -116,12 +116,11 @@ def score_request(
                                                      + position[None, :], mask=in_share[:, None], other=0),
                                              (SCAN, 4, 64)).to(tl.int32)
                     spread = tl.max(scale_bytes, axis=1) - tl.min(scale_bytes, axis=1)
-                    page_marked = (tl.max(spread, axis=1) > FOLD_LIMIT) | (not query_folds)
-                    tile_marked = tl.max(tl.reshape(page_marked & in_share, (TILES, TILE_PAGES)).to(tl.int32), axis=1)
-                    marked = tl.sum(tile_marked << tl.arange(0, TILES), axis=0)
-                    for t in range(TILES):
+                    marked = ((tl.max(spread, axis=1) > FOLD_LIMIT) | (not query_folds)) & in_share
+                    marked = tl.sum(marked.to(tl.int32) << scan, axis=0)
+                    for t in range(SCAN):
                         if ((marked >> t) & 1) != 0:
-                            tile = chunk + t * TILE_PAGES
+                            tile = chunk + t
                             cur_page = tile_page_ids(bt_row, block_table_page_stride, tile, page_end, TILE_PAGES,
                                                      WARPS)
                             cur_exp, x = tile_keys(cache_ptr, page_stride, cur_page, TILE_PAGES, WARPS)
