@@ -33,6 +33,13 @@ from .reference import dequantize_fp4, quantize_fp4
 from .rotation import hadamard_matrix
 
 
+def scale_outlier_channels(k: torch.Tensor) -> torch.Tensor:
+    """``k`` [..., 128] with its four outlier channels (3, 40, 77, 120) scaled by 16, in place:
+    the ``outliers`` data before its LayerNorm."""
+    k[..., [3, 40, 77, 120]] *= 16
+    return k
+
+
 def make_data(kind: str, context: int, rows: int, heads: int, gen: torch.Generator):
     d = F.HEAD_DIM
     q = torch.randn(rows, heads, d, generator=gen)
@@ -43,8 +50,7 @@ def make_data(kind: str, context: int, rows: int, heads: int, gen: torch.Generat
         k = 0.7 * (torch.randn(context, 16, generator=gen) @ basis) / 4 + 0.3 * torch.randn(context, d, generator=gen)
         q = 0.5 * q + 0.5 * (torch.randn(rows, heads, 16, generator=gen) @ basis) / 4
     elif kind == "outliers":
-        k = torch.randn(context, d, generator=gen)
-        k[:, [3, 40, 77, 120]] *= 16
+        k = scale_outlier_channels(torch.randn(context, d, generator=gen))
     else:
         raise ValueError(f"kind: expected gaussian, correlated or outliers, got {kind!r}")
     k = torch.nn.functional.layer_norm(k, (d,))

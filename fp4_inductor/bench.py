@@ -25,6 +25,7 @@ import torch
 
 import fp4_inductor as fp4
 from fp4_inductor import formats as F
+from fp4_inductor.accuracy import scale_outlier_channels
 
 KEY_BYTES = F.BYTES_PER_TOKEN
 
@@ -112,8 +113,7 @@ def build_scoring_case(requests: int, context: int, next_n: int, heads: int, dev
     _, cache = fp4.allocate_merged_cache(num_pages, page_bytes=8192, index_offset=1024, device=device)
     keys = torch.randn(num_pages * F.PAGE_TOKENS, F.HEAD_DIM, device=device, generator=g, dtype=torch.bfloat16)
     if outlier_channels:
-        keys[:, [3, 40, 77, 120]] *= 16
-        keys = torch.nn.functional.layer_norm(keys.float(), (F.HEAD_DIM,)).to(torch.bfloat16)
+        keys = torch.nn.functional.layer_norm(scale_outlier_channels(keys.float()), (F.HEAD_DIM,)).to(torch.bfloat16)
     if outliers:
         hit = torch.rand(keys.shape[0], device=device, generator=g) < outliers
         keys.view(-1, F.GROUPS, F.HEAD_DIM // F.GROUPS)[:, 0] *= torch.where(hit, 64.0, 1.0).to(keys.dtype)[:, None]

@@ -98,9 +98,9 @@ def score_request(
                 # (fold_classes), or, for a query that does not fold, one per group (exact_tile).
                 # The share is scanned SCAN pages at a time: their page ids in one load, then all
                 # their scale bytes in one, giving a bit per page (a tile) that holds a key that
-                # does not fold; only those tiles load their keys. (A walk of one tile per step, its scales
-                # read a tile ahead, paid a round trip to memory per tile: with a few such keys
-                # every marked program walked its whole share.)
+                # does not fold; only those tiles load their keys. (A walk of one tile per step,
+                # its scales read a tile ahead, paid a round trip to memory per tile: with a few
+                # such keys every marked program walked its whole share.)
                 tl.static_assert(TILE_PAGES == 1, "the word-fed exact pass takes a page per tile (launch_forms)")
                 SCAN: tl.constexpr = 4 * WARPS  # 32 scale bytes per thread
                 tl.static_assert(SCAN <= 31)  # one bit per page in an int32
