@@ -419,26 +419,13 @@ def test_exact_pass_on_more_programs(split, setup, query_kind, triton_backend_de
                      setup_units=setup)
 
 
-@pytest.mark.parametrize("programs", [1, 3])
-@pytest.mark.parametrize("heads, query_lens", [(16, [1]), (64, [2])])
-def test_exact_pass_finds_few_keys_in_long_shares(heads, query_lens, programs, triton_backend_device, gen, monkeypatch):
-    """Long shares of one request (100 pages) on one or three hot programs (each with two
-    exact-pass programs of 4 warps, 16 pages per scan step), with keys that do not fold in a few
-    pages only: the first and last pages of scan steps, pages inside them, the first page of an
-    exact program's part (page 44 with one hot program at two rows of 64), and the request's
-    last page, partly past the row's end; after the 16-warp hot kernel (one row of 16 heads) and
-    the two-row one (two rows of 64). The exact pass scans its share's scales a step at a time
-    and rescores only the tiles that hold such a key: every valid entry right, nothing else
-    written (programs in reverse order on the interpreter, so a store into a neighbour's part
-    shows), and those keys' logits each within 1e-5 of the float64 definition. (A scan that
-    marks too many tiles costs time only; the benchmarks show it, not this test.)"""
-    backend, device = triton_backend_device
-    if device == "cpu":
-        run_programs_in_reverse(monkeypatch)
-    case = scoring_case(gen, device, heads=heads, query_lens=query_lens, seq_lens=[99 * 64 + 14])
-    index = torch.tensor([0, 15, 16, 40, 44, 63, 64, 81, 99, 99])
+def check_few_keys(case, gen, index, token, device, programs):
+    """Keys that do not fold (one group 2**9 above the rest) at ``token`` of pages ``index`` of
+    request 0, then a launch on ``programs`` hot programs: every valid entry right, nothing else
+    written, and those keys' logits (but the last, past the row's end) each within 1e-5 of the
+    float64 definition. (A scan that marks too many tiles costs time only; the benchmarks show
+    it, not this check.)"""
     pages = case["block_table"].cpu()[0, index].long()
-    token = torch.tensor([0, 63, 17, 5, 3, 62, 1, 33, 13, 40])  # the last is past the row's end
     keys = random_keys(len(index), gen).view(-1, F.GROUPS, F.GROUP_SIZE)
     keys[torch.arange(len(index)), torch.arange(len(index)) % F.GROUPS] *= 2.0**9  # one group 2**9 up: no fold
     fp4.store_keys(keys.view(-1, F.HEAD_DIM).to(device), case["cache"], (pages * 64 + token).to(device))
@@ -453,16 +440,58 @@ def test_exact_pass_finds_few_keys_in_long_shares(heads, query_lens, programs, t
 
 @pytest.mark.parametrize("programs", [1, 3])
 @pytest.mark.parametrize("heads, query_lens", [(16, [1]), (64, [2])])
-def test_exact_pass_rescores_every_tile_for_a_query_that_does_not_fold(heads, query_lens, programs,
-                                                                       triton_backend_device, gen, monkeypatch):
-    """A query block whose group scales do not fold marks every tile of the exact pass's scan,
-    and only those of its share: long shares (100 pages on one or three hot programs) that end
-    inside a scan step and inside the request; every valid entry right, nothing else written
-    (programs in reverse order on the interpreter)."""
+def test_exact_pass_finds_few_keys_in_long_shares(heads, query_lens, programs, triton_backend_device, gen, monkeypatch):
+    """Long shares of one request (100 pages) on one or three hot programs (each with two
+    exact-pass programs of 4 warps, 16 pages per scan step), with keys that do not fold in a few
+    pages only: the first and last pages of scan steps, pages inside them, two in one step, the
+    first page of an exact program's part (page 44 with one hot program at two rows of 64), and
+    the request's last page, partly past the row's end; after the 16-warp hot kernel (one row of
+    16 heads) and the two-row one (two rows of 64). The exact pass scans its share's scales a
+    step at a time and rescores only the tiles that hold such a key (``check_few_keys``;
+    programs in reverse order on the interpreter, so a store into a neighbour's part shows)."""
     backend, device = triton_backend_device
     if device == "cpu":
         run_programs_in_reverse(monkeypatch)
-    case = scoring_case(gen, device, heads=heads, query_lens=query_lens, seq_lens=[99 * 64 + 14], query_spread=12)
+    case = scoring_case(gen, device, heads=heads, query_lens=query_lens, seq_lens=[99 * 64 + 14])
+    index = torch.tensor([0, 15, 16, 40, 44, 63, 64, 81, 99, 99])
+    token = torch.tensor([0, 63, 17, 5, 3, 62, 1, 33, 13, 40])  # the last is past the row's end
+    check_few_keys(case, gen, index, token, device, programs)
+
+
+@pytest.mark.parametrize("heads, query_lens", [(16, [1]), (64, [2])])
+def test_exact_pass_scans_shares_longer_than_a_group(heads, query_lens, triton_backend_device, gen, monkeypatch):
+    """The exact pass scans its share in groups of 32 steps (512 pages at 4 warps): first which
+    steps hold a tile to rescore, one bit each, then those steps' tiles. One request of 1100
+    pages on one hot program (two exact programs of about 550 pages each), with keys that do not
+    fold in the last step of a group (its bit 31), on both sides of a group's edge, in the second
+    part's groups and on the request's last page (``check_few_keys``)."""
+    backend, device = triton_backend_device
+    if device == "cpu":
+        run_programs_in_reverse(monkeypatch)
+    case = scoring_case(gen, device, heads=heads, query_lens=query_lens, seq_lens=[1099 * 64 + 30])
+    index = torch.tensor([3, 495, 511, 512, 530, 549, 560, 1061, 1073, 1099, 1099])
+    token = torch.tensor([7, 2, 63, 0, 40, 11, 61, 9, 30, 29, 50])  # the last is past the row's end
+    check_few_keys(case, gen, index, token, device, 1)
+
+
+@pytest.mark.parametrize("heads, query_lens, programs, pages", [
+    (16, [1], 1, 100), (16, [1], 3, 100), (16, [1], 1, 200), (64, [2], 1, 100), (64, [2], 3, 100), (64, [2], 1, 200),
+    (16, [1], 1, 1100),
+])
+def test_exact_pass_rescores_every_tile_for_a_query_that_does_not_fold(heads, query_lens, programs, pages,
+                                                                       triton_backend_device, gen, monkeypatch):
+    """A query block whose group scales do not fold marks every tile of the exact pass's scan,
+    and only those of its share: long shares (100 or 200 pages on one or three hot programs)
+    that end inside a scan step and inside the request, that step one whose page ids the scan
+    loads inside its loop (the fourth step or later: with 200 pages, the first exact program's
+    part ends at page 92 or 94), and parts longer than a group of 32 steps (1100 pages: every
+    step of the first group marked, each with 16 tiles); every valid entry right, nothing else
+    written (programs in reverse order on the interpreter)."""
+    backend, device = triton_backend_device
+    if device == "cpu":
+        run_programs_in_reverse(monkeypatch)
+    case = scoring_case(gen, device, heads=heads, query_lens=query_lens, seq_lens=[(pages - 1) * 64 + 14],
+                        query_spread=12)
     check_launch(case, fp4.quantize_queries(case["q"], backend="triton"), device, programs=programs)
 
 

@@ -142,16 +142,17 @@ def launch_forms(exact: str, asm: bool, word_fed: bool, tile_pages: int, num_war
 
     ``exact="inline"``: one launch (MODE 0). ``"fixup"``: the hot pass (MODE 1, word-fed where
     ``word_fed``) and the exact pass (MODE 2), which only runs the tiles whose keys do not fold.
-    - After a word-fed hot pass the exact pass is word-fed too: it scans the scales of its share
-      16 pages at a time and reads the payload of a tile only when the tile needs it, and scores
-      such a tile with one int8 dot per class of its keys' group scales (``fold_classes``), with
-      the PTX builder, one page per tile on 4 warps (the float32 sum of a two-row block fits; a
-      tile of 64 keys holds a key that does not fold less often than one of 256). H200, B=64 x 32768 with 0.1 %
-      of keys holding a group 2**6 above the rest: 228 us at next_n=2 (split 2; 299 us with
-      split 1, as the hot kernel there runs one 8-warp program per SM; 325 us for an exact pass
-      of 8 warps x 2 pages; docs/benchmarks.md). A program whose hot share marked nothing leaves
-      at once, so with no such key the exact pass costs about a launch (1.5 us at next_n=1,
-      against 6 us when every program computed the schedule first).
+    - After a word-fed hot pass the exact pass is word-fed too: it scans the scales of its share 16
+      pages a step, loads of later steps in flight, then reads the payload of only the tiles that
+      need it (the next one's while one is scored), and scores such a tile with one int8 dot per
+      class of its keys' group scales (``fold_classes``), with the PTX builder, one page per tile on
+      4 warps (the float32 sum of a two-row block fits; a tile of 64 keys holds a key that does not
+      fold less often than one of 256). H200, B=64 x 32768 with 0.1 % of keys holding a group 2**6
+      above the rest: 228 us at next_n=2 (split 2; 299 us with split 1, as the hot kernel there runs
+      one 8-warp program per SM; 325 us for an exact pass of 8 warps x 2 pages; docs/benchmarks.md).
+      A program whose hot share marked nothing leaves at once, so with no such key the exact pass
+      costs about a launch (1.5 us at next_n=1, against 6 us when every program computed the
+      schedule first).
     - Otherwise it builds with the portable integer builder, at most 2 pages per tile on 4
       warps: inside the loop over a share's requests, Triton 3.7 puts the byte-fed PTX builder
       in a layout that breaks pack=4 (tests/test_prmt.py compiles every default launch)."""

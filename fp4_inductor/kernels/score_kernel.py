@@ -13,6 +13,8 @@ from .score_math import (FOLD_LIMIT, exact_tile, float_query_operands, fold_clas
 from .score_tiles import load_key_bytes, store_tile, tile_keys, tile_outputs, tile_page_ids
 
 SCHEDULE_CHUNK = 128  # the schedule's step (requests per step) where score.schedule_chunk knows no better
+# The word-fed exact pass's scan: steps (of 4 * WARPS pages) per group, a bit each in an int32.
+SCAN_STEPS = tl.constexpr(32)
 
 
 @triton.jit
@@ -96,46 +98,80 @@ def score_request(
                 # The exact pass over word-fed tiles: a tile whose keys all fold was scored by the
                 # hot pass; any other takes one dot per class of its keys' group scales
                 # (fold_classes), or, for a query that does not fold, one per group (exact_tile).
-                # The share is scanned SCAN pages at a time: their page ids in one load, then all
-                # their scale bytes in one, giving a bit per page (a tile) that holds a key that
-                # does not fold; only those tiles load their keys. (A walk of one tile per step,
-                # its scales read a tile ahead, paid a round trip to memory per tile: with a few
-                # such keys every marked program walked its whole share.)
+                # The share is scanned in groups of SCAN_STEPS steps of SCAN pages: first a bit
+                # per page (a tile) that holds a key that does not fold, a step's page ids and
+                # scale bytes each in one load, issued steps ahead; then only the marked tiles
+                # load their keys, the next one's while this one is scored. (A walk of one tile
+                # per step paid a round trip to memory per tile, so with a few such keys every
+                # marked program walked its whole share. Scanning and rescoring in one loop, each
+                # step waiting on its loads and each tile on its keys: 458 us against 399 at 64 x
+                # 32768, next_n=1, with keys that do not fold in nearly every tile, 309 against
+                # 274 with 1 % of keys; H100, measured before a last change to the scan's masks,
+                # docs/benchmarks.md, stop 40.)
                 tl.static_assert(TILE_PAGES == 1, "the word-fed exact pass takes a page per tile (launch_forms)")
-                SCAN: tl.constexpr = 4 * WARPS  # 32 scale bytes per thread
-                tl.static_assert(SCAN <= 31)  # one bit per page in an int32
-                scan = tl.arange(0, SCAN)
-                position = tl.arange(0, 256)
-                for chunk in range(page_begin, page_end, SCAN):
-                    in_share = chunk + scan < page_end
-                    chunk_pages = tl.load(bt_row + (chunk + scan) * block_table_page_stride, mask=in_share,
-                                          other=0).to(tl.int64)
-                    # [SCAN, 4, 64]: a page's scale bytes, group by group (a key at the same
-                    # position in each group).
-                    scale_bytes = tl.reshape(tl.load((cache_ptr + chunk_pages * page_stride + 4096)[:, None]
-                                                     + position[None, :], mask=in_share[:, None], other=0),
-                                             (SCAN, 4, 64)).to(tl.int32)
-                    spread = tl.max(scale_bytes, axis=1) - tl.min(scale_bytes, axis=1)
-                    marked = ((tl.max(spread, axis=1) > FOLD_LIMIT) | (not query_folds)) & in_share
-                    marked = tl.sum(marked.to(tl.int32) << scan, axis=0)
-                    for t in range(SCAN):
-                        if ((marked >> t) & 1) != 0:
-                            tile = chunk + t
-                            cur_page = tile_page_ids(bt_row, block_table_page_stride, tile, page_end, TILE_PAGES,
-                                                     WARPS)
-                            cur_exp, x = tile_keys(cache_ptr, page_stride, cur_page, TILE_PAGES, WARPS)
-                            k_max = tl.max(cur_exp, axis=1)
-                            j = tile * 64 + m
-                            out_at, out_ok = tile_outputs(out_ptr, out_stride, first_row, rows_here, row_ends, j)
-                            if query_folds:
-                                total = fold_classes(x, cur_exp, k_max, qa, qb, power_of_two(q_max, 0.0625), ASM,
-                                                     DOT_DTYPE)
-                                store_exact_logits(total, w, out_at, out_ok, ROWS, HEADS)
-                            else:
-                                # The portable builder: Triton lays the PTX one out here without
-                                # four consecutive K per call (tests/test_prmt.py).
-                                exact_tile(x, x, cur_exp, qa_raw, qb_raw, q_exp, w, out_at, out_ok, ROWS, HEADS,
-                                           False, QUERY_FLOAT, DOT_DTYPE, WORDS)
+                SCAN: tl.constexpr = 4 * WARPS  # pages per scan step: 32 scale bytes per thread
+                tl.static_assert(SCAN <= 32)  # one bit per page in an int32
+                for group in range(page_begin, page_end, SCAN * SCAN_STEPS):
+                    group_end = tl.minimum(page_end, group + SCAN * SCAN_STEPS)
+                    # Which steps of the group hold a page to rescore (``steps``, a bit each) and
+                    # which of their pages (``step_marks``, a bit per page): each step's scale
+                    # bytes loaded two steps ahead, its page ids three.
+                    steps = 0
+                    step_index = tl.arange(0, SCAN_STEPS)
+                    step_marks = tl.zeros((SCAN_STEPS,), dtype=tl.int32)
+                    at, ok = scan_page_ids_at(bt_row, block_table_page_stride, group, group_end, SCAN)
+                    ids1 = tl.load(at, mask=ok, other=-1).to(tl.int64)
+                    at, ok = scan_scales_at(cache_ptr, page_stride, ids1)
+                    bytes1 = tl.load(at, mask=ok, other=0)
+                    at, ok = scan_page_ids_at(bt_row, block_table_page_stride, group + SCAN, group_end, SCAN)
+                    ids2 = tl.load(at, mask=ok, other=-1).to(tl.int64)
+                    at, ok = scan_scales_at(cache_ptr, page_stride, ids2)
+                    bytes2 = tl.load(at, mask=ok, other=0)
+                    at, ok = scan_page_ids_at(bt_row, block_table_page_stride, group + 2 * SCAN, group_end, SCAN)
+                    ids3 = tl.load(at, mask=ok, other=-1).to(tl.int64)
+                    for step in range(0, tl.cdiv(group_end - group, SCAN)):
+                        chunk = group + step * SCAN
+                        scale_bytes, ids = bytes1, ids1
+                        bytes1, ids1 = bytes2, ids2
+                        at, ok = scan_scales_at(cache_ptr, page_stride, ids3)
+                        bytes2, ids2 = tl.load(at, mask=ok, other=0), ids3
+                        at, ok = scan_page_ids_at(bt_row, block_table_page_stride, chunk + 3 * SCAN, group_end, SCAN)
+                        ids3 = tl.load(at, mask=ok, other=-1).to(tl.int64)
+                        marked = page_marks(scale_bytes, ids, query_folds)
+                        steps |= (marked != 0).to(tl.int32) << step
+                        step_marks = tl.where(step_index == step, marked, step_marks)
+                    # The marked tiles of the marked steps, the next one's keys loaded while this
+                    # one is scored.
+                    for step in range(SCAN_STEPS):
+                        if ((steps >> step) & 1) != 0:
+                            chunk = group + step * SCAN
+                            marked = tl.sum(tl.where(step_index == step, step_marks, 0), axis=0)
+                            t = tl.where(marked != 0, lowest_bit(marked), SCAN)
+                            marked &= marked - 1
+                            next_exp, next_x = tile_keys(cache_ptr, page_stride, tile_page_ids(
+                                bt_row, block_table_page_stride, chunk + t, page_end, TILE_PAGES, WARPS), TILE_PAGES,
+                                WARPS)
+                            while t < SCAN:
+                                cur_exp, x = next_exp, next_x
+                                tile = chunk + t
+                                # The next marked tile (past the last: this one again, from the L1).
+                                t = tl.where(marked != 0, lowest_bit(marked), SCAN)
+                                marked &= marked - 1
+                                next_exp, next_x = tile_keys(cache_ptr, page_stride, tile_page_ids(
+                                    bt_row, block_table_page_stride, tl.where(t < SCAN, chunk + t, tile), page_end,
+                                    TILE_PAGES, WARPS), TILE_PAGES, WARPS)
+                                k_max = tl.max(cur_exp, axis=1)
+                                j = tile * 64 + m
+                                out_at, out_ok = tile_outputs(out_ptr, out_stride, first_row, rows_here, row_ends, j)
+                                if query_folds:
+                                    total = fold_classes(x, cur_exp, k_max, qa, qb, power_of_two(q_max, 0.0625), ASM,
+                                                         DOT_DTYPE)
+                                    store_exact_logits(total, w, out_at, out_ok, ROWS, HEADS)
+                                else:
+                                    # The portable builder: Triton lays the PTX one out here without
+                                    # four consecutive K per call (tests/test_prmt.py).
+                                    exact_tile(x, x, cur_exp, qa_raw, qb_raw, q_exp, w, out_at, out_ok, ROWS, HEADS,
+                                               False, QUERY_FLOAT, DOT_DTYPE, WORDS)
             elif MODE == 2:
                 for tile in range(page_begin, page_end, TILE_PAGES):
                     index = tile + m // 64
@@ -265,6 +301,45 @@ def score_request(
                             exact_tile(cur_x, cur_x2, cur_exp, qa_raw, qb_raw, q_exp, w, out_at, out_ok, ROWS, HEADS, ASM,
                                        QUERY_FLOAT, DOT_DTYPE)
     return fewest
+
+
+@triton.jit
+def scan_page_ids_at(bt_row, block_table_page_stride, chunk, end, SCAN: tl.constexpr):
+    """(addresses, mask) [SCAN] of the block-table entries of pages chunk .. chunk + SCAN - 1 of a
+    request, masked from ``end`` on. The caller loads them with -1 where masked, and the scan
+    takes a page as its own where its id is not negative: its marks then come from loaded values
+    only. (Inductor's analysis takes any other value that reaches a store's address, through a
+    helper given a pointer (the schedule's, here), as that pointer written.)"""
+    page = chunk + tl.arange(0, SCAN)
+    return bt_row + page * block_table_page_stride, page < end
+
+
+@triton.jit
+def scan_scales_at(cache_ptr, page_stride, ids):
+    """(addresses, mask) [SCAN, 256] of the scale bytes of pages ``ids`` (from ``scan_page_ids_at``;
+    masked where negative), group by group (a key at the same position in each group)."""
+    return (cache_ptr + ids * page_stride + 4096)[:, None] + tl.arange(0, 256)[None, :], (ids >= 0)[:, None]
+
+
+@triton.jit
+def page_marks(scale_bytes, ids, query_folds):
+    """int32: bit i set where page i of a scan step (id ``ids[i]``, not negative) holds a key whose
+    group scales span more than 2**FOLD_LIMIT, or, for a query that does not fold, for every such
+    page."""
+    SCAN: tl.constexpr = ids.shape[0]
+    scan = tl.arange(0, SCAN)
+    per_group = tl.reshape(scale_bytes, (SCAN, 4, 64)).to(tl.int32)
+    spread = tl.max(per_group, axis=1) - tl.min(per_group, axis=1)
+    marked = ((tl.max(spread, axis=1) > FOLD_LIMIT) | (not query_folds)) & (ids >= 0)
+    return tl.sum(marked.to(tl.int32) << scan, axis=0)
+
+
+@triton.jit
+def lowest_bit(bits):
+    """The index of the lowest set bit of int32 ``bits`` (not 0): the exponent of ``bits & -bits``
+    as a float32 (exact: a power of two)."""
+    power = (bits & -bits).to(tl.float32).to(tl.int32, bitcast=True)
+    return ((power >> 23) & 255) - 127
 
 
 @triton.jit
