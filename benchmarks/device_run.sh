@@ -3,7 +3,11 @@
 # 400 s on the H200 with 190 tests; says so when its time limit cuts the suite off);
 # `bench` the benchmark table (GPU times of CUDA-graph replays) with the AITER peer from
 # .peer/aiter; `sweep` scoring at 25 shapes (1-64 requests x 8K-128K keys) against that peer
-# (about 50 s warm, 180 s on a cold Triton cache). Logs go to $OUT.
+# (about 50 s warm, 180 s on a cold Triton cache); `outliers` the exact pass where keys do not
+# fold (`score_ab.py` at 0, 0.01 %, 0.1 %, 1 % and outlier channels, next_n=1 and 2; about 100 s
+# warm): the package's kernel, and with BASE=FILE that variant too (a copy of
+# kernels/score_kernel.py or score.py, e.g. `git show REV:fp4_inductor/kernels/score_kernel.py`),
+# bit for bit against each other. Logs go to $OUT.
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp}
 export TORCHINDUCTOR_CACHE_DIR=$(mktemp -d)
@@ -27,5 +31,16 @@ sweep)
   timeout 500 python3 -m fp4_inductor.bench --only score --no-torch-peer --aiter-root .peer/aiter \
     --shapes "${shapes}64x32768x4" > "$OUT/bench_sweep.log" 2>&1
   grep -E "^\| (score_paged fp4 B|AITER)" "$OUT/bench_sweep.log"
+  ;;
+outliers)
+  BASE=${BASE:+$(realpath "$BASE")}
+  cd benchmarks
+  for o in 0 0.0001 0.001 0.01 channels; do
+    if [ $o = channels ]; then extra=--outlier-channels; else extra="--outliers $o"; fi
+    PYTHONPATH=$PWD/..:$PWD timeout 100 python3 score_ab.py --shapes 64x32768x1,64x32768x2 --rounds 2 $extra \
+      shipped ${BASE:+"$BASE"} > "$OUT/outliers_$o.log" 2>&1 || echo "outliers $o: rc $?"
+  done
+  grep -h "DIFFERS" "$OUT"/outliers_*.log
+  grep -h "^| [0-9]" "$OUT"/outliers_*.log
   ;;
 esac
