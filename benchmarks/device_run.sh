@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One run on the GPU machine (at most 600 s): `tests` runs the GPU tests on a cold Inductor cache (about
-# 400 s on the H200 with 190 tests; says so when its time limit cuts the suite off);
+# 400 s on the H200 with 190 tests; says so when its time limit cuts the suite off; TESTS="FILES"
+# and K="EXPR" (pytest -k) narrow it, e.g. TESTS=tests/test_score.py K="exact or few_keys");
 # `bench` the benchmark table (GPU times of CUDA-graph replays) with the AITER peer from
 # .peer/aiter; `sweep` scoring at 25 shapes (1-64 requests x 8K-128K keys) against that peer
 # (about 50 s warm, 180 s on a cold Triton cache); `outliers` the exact pass where keys do not
@@ -14,7 +15,7 @@ export TORCHINDUCTOR_CACHE_DIR=$(mktemp -d)
 nvidia-smi --query-gpu=name --format=csv,noheader
 case "${1:-tests}" in
 tests)
-  timeout "${TEST_S:-540}" python3 -m pytest -q -p no:cacheprovider -rfE tests -m gpu > "$OUT/gpu_tests.log" 2>&1
+  timeout "${TEST_S:-540}" python3 -m pytest -q -p no:cacheprovider -rfE ${TESTS:-tests} ${K:+-k "$K"} -m gpu > "$OUT/gpu_tests.log" 2>&1
   [ $? = 124 ] && echo "CUT OFF after ${TEST_S:-540} s: the GPU suite did not finish (see $OUT/gpu_tests.log)"
   tail -2 "$OUT/gpu_tests.log"
   grep -E "^(FAILED|ERROR)" "$OUT/gpu_tests.log" | head -20
