@@ -146,8 +146,7 @@ def score_request(
                         if ((steps >> step) & 1) != 0:
                             chunk = group + step * SCAN
                             marked = tl.sum(tl.where(step_index == step, step_marks, 0), axis=0)
-                            t = tl.where(marked != 0, lowest_bit(marked), SCAN)
-                            marked &= marked - 1
+                            t, marked = pop_lowest_bit(marked, SCAN)
                             next_exp, next_x = tile_keys(cache_ptr, page_stride, tile_page_ids(
                                 bt_row, block_table_page_stride, chunk + t, page_end, TILE_PAGES, WARPS), TILE_PAGES,
                                 WARPS)
@@ -155,8 +154,7 @@ def score_request(
                                 cur_exp, x = next_exp, next_x
                                 tile = chunk + t
                                 # The next marked tile (past the last: this one again, from the L1).
-                                t = tl.where(marked != 0, lowest_bit(marked), SCAN)
-                                marked &= marked - 1
+                                t, marked = pop_lowest_bit(marked, SCAN)
                                 next_exp, next_x = tile_keys(cache_ptr, page_stride, tile_page_ids(
                                     bt_row, block_table_page_stride, tl.where(t < SCAN, chunk + t, tile), page_end,
                                     TILE_PAGES, WARPS), TILE_PAGES, WARPS)
@@ -335,11 +333,12 @@ def page_marks(scale_bytes, ids, query_folds):
 
 
 @triton.jit
-def lowest_bit(bits):
-    """The index of the lowest set bit of int32 ``bits`` (not 0): the exponent of ``bits & -bits``
-    as a float32 (exact: a power of two)."""
+def pop_lowest_bit(bits, none):
+    """(the index of the lowest set bit of int32 ``bits``, or ``none`` where ``bits`` is 0; ``bits``
+    without that bit). The index is the exponent of ``bits & -bits`` as a float32 (exact: a power
+    of two)."""
     power = (bits & -bits).to(tl.float32).to(tl.int32, bitcast=True)
-    return ((power >> 23) & 255) - 127
+    return tl.where(bits != 0, ((power >> 23) & 255) - 127, none), bits & (bits - 1)
 
 
 @triton.jit
