@@ -104,10 +104,9 @@ def score_request(
                 # load their keys, the next one's while this one is scored. (A walk of one tile
                 # per step paid a round trip to memory per tile, so with a few such keys every
                 # marked program walked its whole share. Scanning and rescoring in one loop, each
-                # step waiting on its loads and each tile on its keys: 458 us against 399 at 64 x
-                # 32768, next_n=1, with keys that do not fold in nearly every tile, 309 against
-                # 274 with 1 % of keys; H100, measured before a last change to the scan's masks,
-                # docs/benchmarks.md, stop 40.)
+                # step waiting on its loads and each tile on its keys: 455 us against 398 at 64 x
+                # 32768, next_n=1, with keys that do not fold in nearly every tile, 307 against
+                # 273 with 1 % of keys; H100, docs/benchmarks.md, stop 42.)
                 tl.static_assert(TILE_PAGES == 1, "the word-fed exact pass takes a page per tile (launch_forms)")
                 SCAN: tl.constexpr = 4 * WARPS  # pages per scan step: 32 scale bytes per thread
                 tl.static_assert(SCAN <= 32)  # one bit per page in an int32
