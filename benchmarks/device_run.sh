@@ -2,7 +2,8 @@
 # One run on the GPU machine (at most 600 s): `tests` runs the GPU tests on a cold Inductor cache (about
 # 400 s on the H200 with 190 tests; says so when its time limit cuts the suite off; TESTS="FILES"
 # and K="EXPR" (pytest -k) narrow it, e.g. TESTS=tests/test_score.py K="exact or few_keys");
-# `bench` the benchmark table (GPU times of CUDA-graph replays) with the AITER peer from
+# `bench` the benchmark table (GPU times of CUDA-graph replays; SCORE_S=s gives its scoring part more
+# than 150 s, for a cold Triton cache) with the AITER peer from
 # .peer/aiter; `sweep` scoring at 25 shapes (1-64 requests x 8K-128K keys) against that peer
 # (about 50 s warm, 180 s on a cold Triton cache); `outliers` the exact pass where keys do not
 # fold (`score_ab.py` at 0, 0.01 %, 0.1 %, 1 % and outlier channels, next_n=1 and 2; about 100 s
@@ -21,7 +22,7 @@ tests)
   grep -E "^(FAILED|ERROR)" "$OUT/gpu_tests.log" | head -20
   ;;
 bench)
-  timeout 150 python3 -m fp4_inductor.bench --only score --aiter-root .peer/aiter > "$OUT/bench_score.log" 2>&1
+  timeout "${SCORE_S:-150}" python3 -m fp4_inductor.bench --only score --aiter-root .peer/aiter > "$OUT/bench_score.log" 2>&1
   for part in topk store step; do
     timeout 60 python3 -m fp4_inductor.bench --only $part > "$OUT/bench_$part.log" 2>&1
   done

@@ -140,35 +140,53 @@ def score_request(
                         steps |= (marked != 0).to(tl.int32) << step
                         step_marks = tl.where(step_index == step, marked, step_marks)
                     # The marked tiles of the marked steps, the next one's keys loaded while this
-                    # one is scored.
-                    for step in range(SCAN_STEPS):
-                        if ((steps >> step) & 1) != 0:
-                            chunk = group + step * SCAN
-                            marked = tl.sum(tl.where(step_index == step, step_marks, 0), axis=0)
-                            t, marked = pop_lowest_bit(marked, SCAN)
+                    # one is scored (past the last: this one again, from the L1).
+                    if ROWS == 1:
+                        # One loop over all of the group's marked tiles, so that a step's first
+                        # tile is loaded while the previous step's last one is scored. Not for
+                        # two-row blocks: their exact pass spills more in this form (336 B of
+                        # stack against 160) and lost up to 11 % (H100, docs/benchmarks.md, stop
+                        # 40, where one-row blocks gained 2-4 %).
+                        if steps != 0:
+                            step, t, marked = first_marked_tile(steps, step_marks, SCAN)
                             next_exp, next_x = tile_keys(cache_ptr, page_stride, tile_page_ids(
-                                bt_row, block_table_page_stride, chunk + t, page_end, TILE_PAGES, WARPS), TILE_PAGES,
-                                WARPS)
-                            while t < SCAN:
+                                bt_row, block_table_page_stride, group + step * SCAN + t, page_end, TILE_PAGES,
+                                WARPS), TILE_PAGES, WARPS)
+                            while step < SCAN_STEPS:
                                 cur_exp, x = next_exp, next_x
-                                tile = chunk + t
-                                # The next marked tile (past the last: this one again, from the L1).
+                                tile = group + step * SCAN + t
+                                if marked != 0:
+                                    t, marked = pop_lowest_bit(marked, SCAN)
+                                else:
+                                    # The first marked step after this one (-2 << step: the bits
+                                    # above it; none after step 31).
+                                    step, t, marked = first_marked_tile(steps & (-2 << step), step_marks, SCAN)
+                                next_exp, next_x = tile_keys(cache_ptr, page_stride, tile_page_ids(
+                                    bt_row, block_table_page_stride,
+                                    tl.where(step < SCAN_STEPS, group + step * SCAN + t, tile), page_end, TILE_PAGES,
+                                    WARPS), TILE_PAGES, WARPS)
+                                rescore_tile(x, cur_exp, tile * 64 + m, out_ptr, out_stride, first_row, rows_here,
+                                             row_ends, query_folds, qa, qb, q_max, qa_raw, qb_raw, q_exp, w, ASM,
+                                             QUERY_FLOAT, DOT_DTYPE, WORDS)
+                    else:
+                        for step in range(SCAN_STEPS):
+                            if ((steps >> step) & 1) != 0:
+                                chunk = group + step * SCAN
+                                marked = tl.sum(tl.where(step_index == step, step_marks, 0), axis=0)
                                 t, marked = pop_lowest_bit(marked, SCAN)
                                 next_exp, next_x = tile_keys(cache_ptr, page_stride, tile_page_ids(
-                                    bt_row, block_table_page_stride, tl.where(t < SCAN, chunk + t, tile), page_end,
-                                    TILE_PAGES, WARPS), TILE_PAGES, WARPS)
-                                k_max = tl.max(cur_exp, axis=1)
-                                j = tile * 64 + m
-                                out_at, out_ok = tile_outputs(out_ptr, out_stride, first_row, rows_here, row_ends, j)
-                                if query_folds:
-                                    total = fold_classes(x, cur_exp, k_max, qa, qb, power_of_two(q_max, 0.0625), ASM,
-                                                         DOT_DTYPE)
-                                    store_exact_logits(total, w, out_at, out_ok, ROWS, HEADS)
-                                else:
-                                    # The portable builder: Triton lays the PTX one out here without
-                                    # four consecutive K per call (tests/test_prmt.py).
-                                    exact_tile(x, x, cur_exp, qa_raw, qb_raw, q_exp, w, out_at, out_ok, ROWS, HEADS,
-                                               False, QUERY_FLOAT, DOT_DTYPE, WORDS)
+                                    bt_row, block_table_page_stride, chunk + t, page_end, TILE_PAGES, WARPS),
+                                    TILE_PAGES, WARPS)
+                                while t < SCAN:
+                                    cur_exp, x = next_exp, next_x
+                                    tile = chunk + t
+                                    t, marked = pop_lowest_bit(marked, SCAN)
+                                    next_exp, next_x = tile_keys(cache_ptr, page_stride, tile_page_ids(
+                                        bt_row, block_table_page_stride, tl.where(t < SCAN, chunk + t, tile), page_end,
+                                        TILE_PAGES, WARPS), TILE_PAGES, WARPS)
+                                    rescore_tile(x, cur_exp, tile * 64 + m, out_ptr, out_stride, first_row, rows_here,
+                                                 row_ends, query_folds, qa, qb, q_max, qa_raw, qb_raw, q_exp, w, ASM,
+                                                 QUERY_FLOAT, DOT_DTYPE, WORDS)
             elif MODE == 2:
                 for tile in range(page_begin, page_end, TILE_PAGES):
                     index = tile + m // 64
@@ -329,6 +347,39 @@ def page_marks(scale_bytes, ids, query_folds):
     spread = tl.max(per_group, axis=1) - tl.min(per_group, axis=1)
     marked = ((tl.max(spread, axis=1) > FOLD_LIMIT) | (not query_folds)) & (ids >= 0)
     return tl.sum(marked.to(tl.int32) << scan, axis=0)
+
+
+@triton.jit
+def first_marked_tile(steps, step_marks, SCAN: tl.constexpr):
+    """(step, tile, marks left) of the first marked tile of a scan group's marked ``steps`` (a bit
+    per step; ``step_marks``: a bit per page of each step): the lowest marked step, its lowest
+    marked page, and that step's other marks; with no step marked, (SCAN_STEPS, SCAN, 0)."""
+    SCAN_STEPS: tl.constexpr = step_marks.shape[0]
+    step, _ = pop_lowest_bit(steps, SCAN_STEPS)
+    marks = tl.sum(tl.where(tl.arange(0, SCAN_STEPS) == step, step_marks, 0), axis=0)
+    t, marked = pop_lowest_bit(marks, SCAN)
+    return step, t, marked
+
+
+@triton.jit
+def rescore_tile(x, k_exp, j, out_ptr, out_stride, first_row, rows_here, row_ends, query_folds, qa, qb, q_max, qa_raw,
+                 qb_raw, q_exp, w, ASM: tl.constexpr, QUERY_FLOAT: tl.constexpr, DOT_DTYPE: tl.constexpr,
+                 WORDS: tl.constexpr):
+    """The exact pass on one word-fed tile (keys ``j``; payload words ``x``, scale bytes ``k_exp``):
+    one dot per class of its keys' group scales (``fold_classes``), or, for a query that does not
+    fold, one per group (``exact_tile``); its logits stored where the rows may be written."""
+    ROWS: tl.constexpr = row_ends.shape[0]
+    HEADS: tl.constexpr = w.shape[0] // ROWS
+    k_max = tl.max(k_exp, axis=1)
+    out_at, out_ok = tile_outputs(out_ptr, out_stride, first_row, rows_here, row_ends, j)
+    if query_folds:
+        total = fold_classes(x, k_exp, k_max, qa, qb, power_of_two(q_max, 0.0625), ASM, DOT_DTYPE)
+        store_exact_logits(total, w, out_at, out_ok, ROWS, HEADS)
+    else:
+        # The portable builder: Triton lays the PTX one out here without four consecutive K per
+        # call (tests/test_prmt.py).
+        exact_tile(x, x, k_exp, qa_raw, qb_raw, q_exp, w, out_at, out_ok, ROWS, HEADS, False, QUERY_FLOAT, DOT_DTYPE,
+                   WORDS)
 
 
 @triton.jit
