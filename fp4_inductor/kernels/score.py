@@ -144,7 +144,8 @@ def launch_forms(exact: str, asm: bool, word_fed: bool, tile_pages: int, num_war
     ``word_fed``) and the exact pass (MODE 2), which only runs the tiles whose keys do not fold.
     - After a word-fed hot pass the exact pass is word-fed too: it scans the scales of its share 16
       pages a step, loads of later steps in flight, then reads the payload of only the tiles that
-      need it (the next one's while one is scored), and scores such a tile with one int8 dot per
+      need it (the next one's while one is scored; for one-row blocks also across a group's
+      steps), and scores such a tile with one int8 dot per
       class of its keys' group scales (``fold_classes``), with the PTX builder, one page per tile on
       4 warps (the float32 sum of a two-row block fits; a tile of 64 keys holds a key that does not
       fold less often than one of 256). H200, B=64 x 32768 with 0.1 % of keys holding a group 2**6
