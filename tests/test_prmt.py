@@ -217,6 +217,63 @@ def test_every_launch_compiles_with_int64_lengths():
     assert not failed, failed
 
 
+_COMPILE_PDL = NEEDS_SM90_TOOLS + """
+import json
+from fp4_inductor.kernels import score
+from fp4_inductor.kernels.sm90 import compile_scorer
+out = []
+for rows, query_float, form in json.loads(sys.argv[1]):
+    for pdl in (False, True):
+        ptx = compile_scorer(score.score_paged_kernel, rows, dict(form, PDL=pdl), query_float=query_float).asm["ptx"]
+        body = ptx[ptx.index("score_paged_kernel("):]
+        first_load = min(body.find(op) for op in ("ld.global", "ld.param") if op in body)
+        out.append([rows, form["MODE"], pdl, body.count("griddepcontrol.launch_dependents"),
+                    body.count("griddepcontrol.wait"), body.find("griddepcontrol.wait"), body.find("ld.global")])
+print(json.dumps(out))
+"""
+
+
+def test_dependent_launch_steps_on_sm90():
+    """The word-fed pair as a programmatic dependent launch (``PDL``, eager launches on sm_90):
+    compiled for sm_90 with the installed Triton, the hot pass lets its dependents start
+    (one ``griddepcontrol.launch_dependents``), and the exact pass waits for the hot pass
+    (one ``griddepcontrol.wait``) before its first global load, the flag that the hot pass
+    wrote. Without PDL (the launches Inductor makes) neither step is in the code."""
+    from fp4_inductor.kernels.score import launch_forms, launch_plan
+
+    pairs = []
+    for rows in (1, 2):  # the default pairs at 64 heads: next_n=1, and two-row blocks
+        tile, warps, _, paired, split, setup = launch_plan(True, rows * 64, {})
+        pairs += [(rows, False, form) for form in launch_forms("fixup", True, True, tile, warps, paired, split, setup)]
+    found = json.loads(run_sm90_script(_COMPILE_PDL, json.dumps(pairs)).splitlines()[-1])
+    for rows, mode, pdl, launches, waits, wait_at, load_at in found:
+        if not pdl:
+            assert (launches, waits) == (0, 0), (rows, mode)
+        elif mode == 1:
+            assert (launches, waits) == (1, 0), (rows, mode)
+        else:
+            assert (launches, waits) == (0, 1), (rows, mode)
+            assert 0 <= wait_at < load_at, f"rows {rows}: the exact pass loads before it waits for the hot pass"
+
+
+def test_dependent_launch_only_for_eager_gpu_launches():
+    """``dependent_launch``: never for CPU tensors (the interpreter) or while tracing (fake
+    tensors, even on a CUDA device), nor for the one-launch form or the non-word-fed pair."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from fp4_inductor.kernels.score import dependent_launch
+
+    cpu = torch.empty(4)
+    with FakeTensorMode():
+        fake_cuda = torch.empty(4, device="cuda")
+    assert fake_cuda.is_cuda
+    for word_fed, asm, exact in ((True, True, "fixup"), (True, True, "inline"), (False, True, "fixup"),
+                                 (True, False, "fixup")):
+        assert not dependent_launch(word_fed, asm, exact, cpu)
+        assert not dependent_launch(word_fed, asm, exact, fake_cuda)
+
+
 QUERY_BYTE_LOAD = re.compile(r"tt\.load .*: tensor<(\d+)x(\d+)x!tt\.ptr<i8>, (#[\w]+)>")
 
 

@@ -38,7 +38,7 @@ import torch
 import triton.language as tl
 from torch.fx.experimental.symbolic_shapes import guard_or_false
 
-from . import cdiv, next_power_of_2, rows_aligned, sm_count, wrapped
+from . import cdiv, is_fake, next_power_of_2, rows_aligned, sm_count, wrapped
 from .score_kernel import SCHEDULE_CHUNK, score_paged_kernel
 
 
@@ -53,6 +53,20 @@ def wide_hot_pass(word_fed: bool, num_warps: int) -> bool:
     """Whether a launch's hot pass is the 16-warp word-fed kernel, whose shares count 4 setup
     units."""
     return word_fed and num_warps >= 16
+
+
+def dependent_launch(word_fed: bool, asm: bool, exact: str, out: torch.Tensor) -> bool:
+    """Whether the exact pass launches as a programmatic dependent of the hot pass (PDL, sm_90
+    and later; the kernel's ``PDL``): for the word-fed pair with the PTX builder, launched eagerly
+    (also into a CUDA graph being captured). Not while tracing (fake tensors): torch's traced
+    launches of a Triton kernel carry no ``launch_pdl`` (torch 2.11 and 2.13 take warps, stages,
+    CTAs and warp-specialization counts as launch options, and no other), and the PDL steps
+    are asm that Inductor's analysis would take as writing every argument
+    (tests/test_inductor_analysis.py), so Inductor's generated code runs the pair as before, in
+    two plain launches."""
+    if not (word_fed and asm and exact == "fixup" and out.is_cuda) or torch.version.hip or is_fake(out):
+        return False
+    return torch.cuda.get_device_capability(out.device)[0] >= 9
 
 
 def launch_plan(word_fed: bool, columns: int, tuning: dict) -> tuple[int, int, int, bool, int, int]:
@@ -246,6 +260,7 @@ def launch_score_paged(
     # The one-kernel form never touches the flags (query_starts is a read-only stand-in).
     flags = torch.empty(grid[0] * grid[1], dtype=torch.uint8, device=out.device) if exact == "fixup" else query_starts
     maxnreg = tuning.get("maxnreg")
+    pdl = dependent_launch(word_fed, asm, exact, out)
     for form in forms:
         wrapped(kernel)[(grid[0] * form["SPLIT"], grid[1])](
             out, out.stride(0), q_payload, q_scales, cache, cache.stride(0), weights, weights.stride(0), weights.stride(1),
@@ -256,4 +271,7 @@ def launch_score_paged(
             num_warps=form["WARPS"],
             num_stages=tuning.get("num_stages", 3),
             **({"maxnreg": maxnreg} if maxnreg else {}),
+            PDL=pdl,
+            # Only with PDL (eager): a launch option that torch's traced launches do not take.
+            **({"launch_pdl": form["MODE"] == 2} if pdl else {}),
         )

@@ -456,6 +456,7 @@ def score_paged_kernel(
     WARPS: tl.constexpr,
     PAIRS: tl.constexpr,
     SPLIT: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
     # MODE 0: both paths in one loop, one vote per tile on which to take. MODE 1: the folded
     # path for every key, no vote; a key that does not fold keeps only its folding groups and
@@ -470,6 +471,17 @@ def score_paged_kernel(
     fewest = tl.full((M,), FOLD_LIMIT, tl.int32)  # MODE 1: each slot's smallest fold seen
     flag_at = flags_ptr + (tl.program_id(0) // SPLIT) * tl.num_programs(1) + tl.program_id(1)
     run = True
+    if PDL:
+        # The pair as a programmatic dependent launch (launch_score_paged): the hot pass lets the
+        # exact pass start at once, whose programs take the SMs left free and wait here until
+        # the hot pass has finished and its flags and logits are visible. Hides the second
+        # launch (H100, A/B: 1 x 8192 next_n=1 7.4-7.5 us against 7.7-7.8; 4 x 8192 8.8 against
+        # 9.1; 64 x 32768 74.6-74.8 against 75.0-75.9; bit-identical, also in a CUDA graph;
+        # docs/benchmarks.md, stop 44).
+        if MODE == 1:
+            tl.extra.cuda.gdc_launch_dependents()
+        if MODE == 2:
+            tl.extra.cuda.gdc_wait()
     if MODE == 2:
         # A program whose hot share marked nothing leaves before it computes the schedule: the
         # exact pass of a batch whose keys all fold costs 1.5-2 us instead of 6 (H200).

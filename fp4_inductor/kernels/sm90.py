@@ -20,7 +20,8 @@ def compile_scorer(kernel, rows: int, form: dict, query_float: bool = False, num
     """``kernel`` (score_paged_kernel or a variant of it) as the launcher specializes it for
     allocate_merged_cache's layouts (16-byte aligned pointers and strides), ``heads`` heads:
     ``form`` is one of ``launch_forms``' launches (its constexprs, and ``WARPS`` its num_warps;
-    ``CHUNK`` too where it is not the launcher's at a large batch); ``lengths``: the element
+    ``CHUNK`` too where it is not the launcher's at a large batch; ``PDL`` where it is True, as
+    eager launches on sm_90 take it); ``lengths``: the element
     type of ``query_starts`` and ``row_ends`` ("i32" or "i64")."""
     params = list(inspect.signature(kernel.fn).parameters)
     query = "*bf16" if query_float else "*u8"
@@ -30,7 +31,7 @@ def compile_scorer(kernel, rows: int, form: dict, query_float: bool = False, num
     # The schedule's step as the launcher picks it for a large batch, unless ``form`` names one.
     chunk = schedule_chunk(form["WORDS"], form["WARPS"], None)
     const = {"HEADS": heads, "ROWS": rows, "CHUNK": chunk, "QUERY_FLOAT": query_float, "DOT_DTYPE": tl.bfloat16,
-             **form}
+             "PDL": False, **form}
     const = {k: v for k, v in const.items() if k in params}
     signature = {p: "constexpr" if p in const else pointers.get(p, "i32") for p in params}
     aligned = set(pointers) | {"out_stride", "page_stride", "weights_stride"}
