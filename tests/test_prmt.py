@@ -226,7 +226,6 @@ for rows, query_float, form in json.loads(sys.argv[1]):
     for pdl in (False, True):
         ptx = compile_scorer(score.score_paged_kernel, rows, dict(form, PDL=pdl), query_float=query_float).asm["ptx"]
         body = ptx[ptx.index("score_paged_kernel("):]
-        first_load = min(body.find(op) for op in ("ld.global", "ld.param") if op in body)
         out.append([rows, form["MODE"], pdl, body.count("griddepcontrol.launch_dependents"),
                     body.count("griddepcontrol.wait"), body.find("griddepcontrol.wait"), body.find("ld.global")])
 print(json.dumps(out))
@@ -256,22 +255,32 @@ def test_dependent_launch_steps_on_sm90():
             assert 0 <= wait_at < load_at, f"rows {rows}: the exact pass loads before it waits for the hot pass"
 
 
-def test_dependent_launch_only_for_eager_gpu_launches():
-    """``dependent_launch``: never for CPU tensors (the interpreter) or while tracing (fake
-    tensors, even on a CUDA device), nor for the one-launch form or the non-word-fed pair."""
+def test_dependent_launch_only_for_eager_launches_on_sm90(monkeypatch):
+    """``dependent_launch``: for the word-fed pair with the PTX builder on a real CUDA tensor of
+    an sm_90 or later GPU; never for CPU tensors (the interpreter), while tracing (fake tensors,
+    even on a CUDA device), on ROCm or an older GPU, nor for the one-launch form or the
+    non-word-fed pair. (No GPU here: a real sm_90 tensor is stood in for by the fake one with
+    ``is_fake`` and the capability patched.)"""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from fp4_inductor.kernels.score import dependent_launch
+    from fp4_inductor.kernels import score
 
     cpu = torch.empty(4)
     with FakeTensorMode():
-        fake_cuda = torch.empty(4, device="cuda")
-    assert fake_cuda.is_cuda
-    for word_fed, asm, exact in ((True, True, "fixup"), (True, True, "inline"), (False, True, "fixup"),
-                                 (True, False, "fixup")):
-        assert not dependent_launch(word_fed, asm, exact, cpu)
-        assert not dependent_launch(word_fed, asm, exact, fake_cuda)
+        cuda = torch.empty(4, device="cuda")
+    assert cuda.is_cuda
+    others = ((True, True, "inline"), (False, True, "fixup"), (True, False, "fixup"))
+    for word_fed, asm, exact in ((True, True, "fixup"), *others):
+        assert not score.dependent_launch(word_fed, asm, exact, cpu)
+        assert not score.dependent_launch(word_fed, asm, exact, cuda)  # tracing
+    monkeypatch.setattr(score, "is_fake", lambda t: False)  # as if eager
+    for major, expected in ((9, True), (10, True), (8, False)):
+        monkeypatch.setattr(score, "capability_major", lambda device: major)
+        assert score.dependent_launch(True, True, "fixup", cuda) is expected, major
+        assert not any(score.dependent_launch(*other, cuda) for other in others)
+    monkeypatch.setattr(torch.version, "hip", "6.2", raising=False)
+    assert not score.dependent_launch(True, True, "fixup", cuda)
 
 
 QUERY_BYTE_LOAD = re.compile(r"tt\.load .*: tensor<(\d+)x(\d+)x!tt\.ptr<i8>, (#[\w]+)>")

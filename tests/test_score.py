@@ -606,3 +606,47 @@ def test_head_chain_pairs_each_value_with_its_weight(rows, heads, device, gen):
     _head_chain_kernel[(1,)](relu, w, out, M=m, ROWS=rows, HEADS=heads)
     expected = (relu.double() * w.double()).reshape(m, rows, heads).sum(-1)
     torch.testing.assert_close(out.double(), expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.version.hip is not None
+                    or torch.cuda.get_device_capability()[0] < 9, reason="needs an sm_90 or later NVIDIA GPU")
+@pytest.mark.parametrize("heads, query_lens", [(64, [1, 1, 1]), (64, [2, 1, 2]), (32, [4, 3])])
+def test_dependent_launch_in_a_cuda_graph(heads, query_lens, gen, monkeypatch):
+    """On sm_90 the eager pair launches its exact pass as a programmatic dependent of the hot pass
+    (``dependent_launch``). With keys that do not fold in a few pages (so the exact pass runs in
+    some programs and not in others), an eager call and each replay of the call captured in a
+    CUDA graph write, bit for bit, what the pair writes in two plain launches."""
+    from fp4_inductor.kernels import score
+
+    case = scoring_case(gen, "cuda", heads=heads, query_lens=query_lens, seq_lens=[900, 333, 1500][: len(query_lens)])
+    pages = case["block_table"].cpu()[[0, len(query_lens) - 1], [3, 1]].long()
+    slots = (pages[:, None] * 64 + torch.arange(0, 64, 7)).flatten()
+    fp4.store_keys(random_keys(slots.shape[0], gen, group_spread=9).cuda(), case["cache"], slots.cuda())
+    query = fp4.quantize_queries(case["q"])
+    args = (query, case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"],
+            case["max_query_len"])
+    valid = torch.arange(case["block_table"].shape[1] * 64, device="cuda")[None, :] < case["row_ends"][:, None]
+    with monkeypatch.context() as patch:
+        patch.setattr(score, "dependent_launch", lambda *args: False)
+        plain = fp4.score_paged(*args)
+    decided = []
+    dependent_launch = score.dependent_launch
+    monkeypatch.setattr(score, "dependent_launch", lambda *args: decided.append(dependent_launch(*args)) or decided[-1])
+    eager = fp4.score_paged(*args)
+    assert decided == [True]
+    assert torch.equal(eager[valid], plain[valid])
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fp4.score_paged(*args)  # warm before the capture
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = fp4.score_paged(*args)
+    assert decided[-1] is True
+    for _ in range(3):
+        captured.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(captured[valid], plain[valid])

@@ -62,6 +62,13 @@ def sm_count(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
+@functools.lru_cache(maxsize=None)
+def capability_major(device: torch.device) -> int:
+    """The major compute capability of a CUDA device (9 for sm_90), looked up once per device
+    (as ``sm_count``)."""
+    return torch.cuda.get_device_capability(device)[0]
+
+
 def rows_aligned(t: torch.Tensor, alignment: int) -> bool:
     """Whether every row (dim 0) of ``t`` starts at a multiple of ``alignment`` bytes: its row
     stride and storage offset in bytes, and for a real tensor its address. While tracing (fake

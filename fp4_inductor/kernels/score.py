@@ -38,7 +38,7 @@ import torch
 import triton.language as tl
 from torch.fx.experimental.symbolic_shapes import guard_or_false
 
-from . import cdiv, is_fake, next_power_of_2, rows_aligned, sm_count, wrapped
+from . import capability_major, cdiv, is_fake, next_power_of_2, rows_aligned, sm_count, wrapped
 from .score_kernel import SCHEDULE_CHUNK, score_paged_kernel
 
 
@@ -66,7 +66,7 @@ def dependent_launch(word_fed: bool, asm: bool, exact: str, out: torch.Tensor) -
     two plain launches."""
     if not (word_fed and asm and exact == "fixup" and out.is_cuda) or torch.version.hip or is_fake(out):
         return False
-    return torch.cuda.get_device_capability(out.device)[0] >= 9
+    return capability_major(out.device) >= 9
 
 
 def launch_plan(word_fed: bool, columns: int, tuning: dict) -> tuple[int, int, int, bool, int, int]:
@@ -260,7 +260,10 @@ def launch_score_paged(
     # The one-kernel form never touches the flags (query_starts is a read-only stand-in).
     flags = torch.empty(grid[0] * grid[1], dtype=torch.uint8, device=out.device) if exact == "fixup" else query_starts
     maxnreg = tuning.get("maxnreg")
-    pdl = dependent_launch(word_fed, asm, exact, out)
+    # A kernel copy from before PDL (benchmarks/score_variants.py) takes neither the constexpr nor
+    # the launch option: a dependent launch of a kernel that does not wait would race.
+    takes_pdl = "PDL" in kernel.arg_names
+    pdl = takes_pdl and dependent_launch(word_fed, asm, exact, out)
     for form in forms:
         wrapped(kernel)[(grid[0] * form["SPLIT"], grid[1])](
             out, out.stride(0), q_payload, q_scales, cache, cache.stride(0), weights, weights.stride(0), weights.stride(1),
@@ -271,7 +274,7 @@ def launch_score_paged(
             num_warps=form["WARPS"],
             num_stages=tuning.get("num_stages", 3),
             **({"maxnreg": maxnreg} if maxnreg else {}),
-            PDL=pdl,
+            **({"PDL": pdl} if takes_pdl else {}),
             # Only with PDL (eager): a launch option that torch's traced launches do not take.
             **({"launch_pdl": form["MODE"] == 2} if pdl else {}),
         )

@@ -456,7 +456,7 @@ def score_paged_kernel(
     WARPS: tl.constexpr,
     PAIRS: tl.constexpr,
     SPLIT: tl.constexpr,
-    PDL: tl.constexpr = False,
+    PDL: tl.constexpr,
 ):
     # MODE 0: both paths in one loop, one vote per tile on which to take. MODE 1: the folded
     # path for every key, no vote; a key that does not fold keeps only its folding groups and
