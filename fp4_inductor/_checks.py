@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -98,6 +99,19 @@ def check_bool(name: str, value: object) -> bool:
     return value
 
 
+def check_positive_float(name: str, value: object) -> float:
+    """A finite real number above 0 (a Python int or float, not a bool), as a float."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name}: expected a float, got {describe(value)}")
+    try:
+        number = float(value)
+    except OverflowError:  # an int past the float range
+        number = math.inf
+    if not (math.isfinite(number) and number > 0):
+        raise ValueError(f"{name}: expected a finite positive number, got {value!r}")
+    return number
+
+
 def check_int(name: str, value: object, *, minimum: int | None = None, below: int | None = None) -> int:
     """A Python int (not a tensor, not a bool) within ``[minimum, below)``.
 
@@ -111,4 +125,8 @@ def check_int(name: str, value: object, *, minimum: int | None = None, below: in
         raise ValueError(f"{name}: expected an int >= {minimum}, got {value}")
     if below is not None and value >= below:
         raise ValueError(f"{name}: expected an int < {below}, got {value}")
+    # What an op's int argument holds. (Dynamo may trace a symbolic size through here as an int:
+    # no guard on it.)
+    if guard_or_false(value >= 2**63) or guard_or_false(value < -(2**63)):
+        raise ValueError(f"{name}: expected an int that fits int64, got {value}")
     return value

@@ -110,11 +110,25 @@ def logits_shape(rows: int, block_table: Tensor) -> tuple[int, int]:
     return rows, block_table.shape[1] * F.PAGE_TOKENS
 
 
+# Top-k: indices are int32, so k stays below 2**31; the Triton kernel's block holds
+# 2 * next_power_of_2(k) entries of a row, and Triton's blocks at most TOPK_MAX_BLOCK.
+TOPK_K_BELOW = 2**31
+TOPK_MAX_BLOCK = 2**20
+
+
 def check_topk(logits: Tensor, row_ends: Tensor, k: int) -> None:
     check_tensor("logits", logits, dtypes=(torch.float32,), shape=("rows", "width"))
     check_tensor("row_ends", row_ends, dtypes=INDEX_DTYPES, shape=(logits.shape[0],), device=logits.device,
                  device_of="logits")
-    check_int("k", k, minimum=1)
+    check_int("k", k, minimum=1, below=TOPK_K_BELOW)
+
+
+def check_topk_block(k: int, width: int) -> None:
+    """The triton backend's limit on k: rows wider than a block take k up to half a block
+    (backend='reference' takes any k). A symbolic k is checked where it becomes concrete."""
+    if isinstance(k, int) and 2 * (1 << (k - 1).bit_length()) > TOPK_MAX_BLOCK and width > TOPK_MAX_BLOCK:
+        raise ValueError(f"k: expected at most {TOPK_MAX_BLOCK // 2} for rows wider than {TOPK_MAX_BLOCK} with the "
+                         f"triton backend (backend='reference' takes any k), got k={k} at width {width}")
 
 
 def check_score_out(out: Tensor, q_payload: Tensor, cache: Tensor, block_table: Tensor) -> None:

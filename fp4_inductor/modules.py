@@ -19,7 +19,8 @@ from torch import nn
 from torch.fx.experimental.symbolic_shapes import guard_or_false
 
 from . import formats as F
-from ._checks import INDEX_DTYPES, check_bool, check_int, check_tensor, describe
+from ._checks import (FLOAT_DTYPES, INDEX_DTYPES, check_bool, check_dtype, check_int, check_positive_float, check_tensor,
+                      describe)
 from .layout import allocate_merged_cache, check_cache, check_head_count, index_section
 from ._op_checks import check_query_precision
 from .ops import check_backend, decode_layout, decode_step, select_topk, store_keys
@@ -39,9 +40,15 @@ class IndexerProjections(nn.Module):
 
     def __init__(self, hidden_size, q_lora_rank, heads, head_dim, topk, softmax_scale, device, dtype):
         super().__init__()
+        for name, value in (("hidden_size", hidden_size), ("q_lora_rank", q_lora_rank), ("heads", heads),
+                            ("topk", topk)):
+            check_int(name, value, minimum=1)
+        check_int("head_dim", head_dim)
         if head_dim != F.HEAD_DIM:
             raise ValueError(f"head_dim: expected {F.HEAD_DIM}, got {head_dim}")
-        check_int("topk", topk, minimum=1)
+        if softmax_scale is not None:
+            check_positive_float("softmax_scale", softmax_scale)
+        check_dtype("dtype", dtype, FLOAT_DTYPES)
         self.heads, self.head_dim, self.topk = heads, head_dim, topk
         self.softmax_scale = head_dim**-0.5 if softmax_scale is None else softmax_scale
         factory = dict(device=device, dtype=dtype)
@@ -142,10 +149,11 @@ class FP4Indexer(IndexerProjections):
         query_precision: str = "fp4",
         rotate: bool = False,
     ):
+        check_int("heads", heads)
+        check_head_count(heads)
         super().__init__(hidden_size, q_lora_rank, heads, head_dim, topk, softmax_scale, device, dtype)
         check_query_precision(query_precision)
         check_bool("rotate", rotate)
-        check_head_count(heads)
         check_backend(backend)
         if backend == "aiter":
             # backend=None already scores with AITER on ROCm, where it can read the cache in place.
@@ -275,6 +283,8 @@ def check_external_cache(index_cache: object, num_pages: int, page_bytes: Option
     """An external ``index_cache`` holds ``num_pages`` pages, and the arguments that would shape
     the module's own pages are left unset."""
     index_cache = check_cache(index_cache, "index_cache")
+    check_int("num_pages", num_pages)
+    check_int("index_offset", index_offset)
     if num_pages != index_cache.shape[0]:
         raise ValueError(f"num_pages: expected {index_cache.shape[0]} (the pages of index_cache), got {num_pages!r}")
     if page_bytes is not None or index_offset != 0:

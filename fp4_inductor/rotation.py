@@ -17,12 +17,10 @@ already must not rotate them again: H is its own inverse, so a second rotation u
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from . import formats as F
-from ._checks import FLOAT_DTYPES, check_dtype
+from ._checks import FLOAT_DTYPES, check_dtype, check_positive_float
 
 
 def hadamard_matrix(device: torch.device | str | None = None, *, scale: float = F.HEAD_DIM**-0.5,
@@ -37,10 +35,11 @@ def hadamard_matrix(device: torch.device | str | None = None, *, scale: float = 
     power-of-two scales take either factor without a rounding. Keys must then be written with
     the key side's matrix everywhere (``FP4Indexer.rotate_keys``)."""
     check_dtype("dtype", dtype, FLOAT_DTYPES)
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
-        raise TypeError(f"scale: expected a float, got {type(scale).__name__}")
-    if not (math.isfinite(scale) and scale > 0):
-        raise ValueError(f"scale: expected a finite positive number, got {scale!r}")
+    scale = check_positive_float("scale", scale)
+    info = torch.finfo(dtype)
+    if not info.tiny <= scale <= info.max:  # the entries, +-scale, must be normal numbers of dtype
+        raise ValueError(f"scale: expected a number in [{info.tiny}, {info.max}] (normal in {info.dtype}), "
+                         f"got {scale!r}")
     h = torch.ones(1, 1, device=device)
     while h.shape[0] < F.HEAD_DIM:
         h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)

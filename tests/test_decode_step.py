@@ -84,6 +84,9 @@ def bad_calls(case):
         (dict(block_table=case["block_table"].float()), ValueError, "block_table: expected"),
         (dict(k=0), ValueError, "k: expected an int >= 1"),
         (dict(k=2.0), TypeError, "k: expected a Python int"),
+        (dict(k=2**31), ValueError, "k: expected an int < 2147483648"),  # int32 indices
+        (dict(k=2**63), ValueError, "k: expected an int < 2147483648"),
+        (dict(max_query_len=10**30), ValueError, "max_query_len: expected an int that fits int64"),
         (dict(sorted=1), TypeError, "sorted: expected a bool"),
         (dict(max_query_len=0), ValueError, "max_query_len: expected an int >= 1"),
         (dict(query_precision="fp8"), ValueError, r"query_precision: expected one of \('fp4', 'bf16'\)"),
@@ -96,7 +99,7 @@ def bad_calls(case):
     ]
 
 
-@pytest.mark.parametrize("index", range(13))
+@pytest.mark.parametrize("index", range(16))
 def test_decode_step_refuses_bad_input_and_writes_nothing(gen, index):
     case = step_case(gen, "cpu")
     changes, error, match = bad_calls(case)[index]
@@ -107,6 +110,22 @@ def test_decode_step_refuses_bad_input_and_writes_nothing(gen, index):
     args.update(changes)
     with pytest.raises(error, match=match):
         fp4.decode_step(**args)
+    assert torch.equal(case["buffer"], before), "a refused call wrote to the cache"
+
+
+def test_decode_step_refuses_a_k_past_the_topk_kernels_block_before_writing(triton_backend_device, gen):
+    """A k that only the Triton top-k refuses (above 2**19 on rows wider than 2**20) is refused
+    before this step's keys are stored, not after (the step used to store them and then fail in
+    select_topk)."""
+    backend, device = triton_backend_device
+    case = step_case(gen, device)
+    pages = case["block_table"].shape[1]
+    wide = torch.cat([case["block_table"], case["block_table"][:, :1].expand(-1, 2**20 // 64 + 1 - pages)], dim=1)
+    before = case["buffer"].clone()
+    with pytest.raises(ValueError, match=r"k: expected at most 524288 for rows wider than 1048576 with the triton "
+                                         r"backend \(backend='reference' takes any k\), got k=524289"):
+        fp4.decode_step(case["q"], case["cache"], case["weights"], wide, case["query_starts"], case["row_ends"],
+                        case["max_query_len"], 2**19 + 1, keys=case["keys"], slots=case["slots"], backend=backend)
     assert torch.equal(case["buffer"], before), "a refused call wrote to the cache"
 
 

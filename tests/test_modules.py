@@ -183,6 +183,33 @@ def test_fp4_indexer_rejects_bad_configuration(kwargs, match):
         FP4Indexer(96, 48, num_pages=4, dtype=torch.float32, **{"heads": 16, **kwargs})
 
 
+@pytest.mark.parametrize("cls", [FP4Indexer, ReferenceIndexer])
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [(dict(hidden_size=0), ValueError, "hidden_size: expected an int >= 1, got 0"),
+     (dict(hidden_size=32.0), TypeError, "hidden_size: expected a Python int, got float"),
+     (dict(q_lora_rank="16"), TypeError, "q_lora_rank: expected a Python int, got str"),
+     (dict(heads=True), TypeError, "heads: expected a Python int, got bool"),
+     (dict(head_dim=128.0), TypeError, "head_dim: expected a Python int, got float"),
+     (dict(softmax_scale="x"), TypeError, "softmax_scale: expected a float, got str"),
+     (dict(softmax_scale=-1.0), ValueError, "softmax_scale: expected a finite positive number, got -1.0"),
+     (dict(dtype=torch.float64), TypeError, "dtype: expected float32 or bfloat16 or float16, got torch.float64")],
+)
+def test_indexers_name_bad_arguments_when_built(cls, kwargs, error, match):
+    """A bad constructor argument is refused by name when the module is built, not by torch's
+    own error in nn.Linear or by an error about an internal tensor at the first forward."""
+    with pytest.raises(error, match=match):
+        cls(**{"hidden_size": 96, "q_lora_rank": 48, "num_pages": 4, "heads": 16, **kwargs})
+
+
+def test_fp4_indexer_checks_its_arguments_with_an_external_cache():
+    _, cache = fp4.allocate_merged_cache(1)
+    for kwargs, match in ((dict(num_pages=True), "num_pages: expected a Python int, got bool"),
+                          (dict(num_pages=1, index_offset=0.0), "index_offset: expected a Python int, got float")):
+        with pytest.raises(TypeError, match=match):
+            FP4Indexer(96, 48, heads=16, index_cache=cache, **kwargs)
+
+
 def test_reference_indexer_keeps_the_last_key_of_a_slot(gen):
     """Rows sharing a slot, padding rows among them: each slot holds its last row's key (every
     write to a slot carries it), not whichever of the competing writes landed last."""

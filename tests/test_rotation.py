@@ -39,6 +39,9 @@ def test_hadamard_matrix_is_symmetric_and_orthonormal():
     (dict(scale=float("nan")), ValueError, "scale: expected a finite positive number, got nan"),
     (dict(scale=True), TypeError, "scale: expected a float, got bool"),
     (dict(scale="1"), TypeError, "scale: expected a float, got str"),
+    (dict(scale=10**400), ValueError, "scale: expected a finite positive number"),  # past the float range
+    (dict(scale=1e300), ValueError, r"scale: expected a number in \[1.17549\S* 3.40282\S*\] \(normal in float32\)"),
+    (dict(scale=1e-9, dtype=torch.float16), ValueError, r"scale: expected a number in .* \(normal in float16\)"),
 ])
 def test_hadamard_matrix_rejects_bad_arguments(kwargs, error, match):
     with pytest.raises(error, match=match):

@@ -83,6 +83,17 @@ def test_topk_names_k_past_the_kernels_block(triton_backend_device):
     assert indices[0, :5].tolist() == list(range(5)) and indices[0, 5:].eq(-1).all()
 
 
+@pytest.mark.parametrize("k, match", [(2**31, "k: expected an int < 2147483648"),
+                                      (2**63, "k: expected an int < 2147483648"),
+                                      (-(2**64), "k: expected an int >= 1")])
+def test_topk_names_a_k_no_op_takes(k, match):
+    """k at or past 2**31 (indices are int32), also past int64 (what the op's schema holds), is
+    refused by name, not by an allocation's overflow or the schema's type error."""
+    logits = torch.zeros(2, 64)
+    with pytest.raises(ValueError, match=match):
+        fp4.select_topk(logits, torch.tensor([64, 3]), k)
+
+
 def test_topk_is_deterministic(backend_device, gen):
     backend, device = backend_device
     logits = make_logits(gen, 4, 1000).to(device)

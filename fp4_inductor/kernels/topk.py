@@ -47,6 +47,7 @@ import triton
 import triton.language as tl
 from torch.fx.experimental.symbolic_shapes import guard_or_false
 
+from .._op_checks import check_topk_block
 from ..reference import order_keys
 from . import cdiv, narrow_end, next_power_of_2, sm_count, wrapped
 from .topk_search import key_range, layout_column, next_entry, radix_select, radix_select_shared, select_key
@@ -221,7 +222,6 @@ def topk_segment_kernel(
         tl.store(out_indices_ptr + out + start + offs, -1, mask=start + offs < k)
 
 
-MAX_BLOCK = 2**20  # Triton's largest block (elements of one tensor)
 
 
 def launch_select_topk(
@@ -251,10 +251,7 @@ def launch_select_topk(
         logits = logits.contiguous()
     gpu = device.type == "cuda"
     least = 2 * next_power_of_2(k)
-    if least > MAX_BLOCK and width > MAX_BLOCK:
-        # A program's block holds 2 * next_power_of_2(k) entries, and Triton's blocks at most 2**20.
-        raise ValueError(f"k: expected at most {MAX_BLOCK // 2} for rows wider than {MAX_BLOCK} with the triton "
-                         f"backend (backend='reference' takes any k), got k={k} at width {width}")
+    check_topk_block(k, width)
     segment = max(next_power_of_2(tuning.get("segment", 32768 if gpu else 256)), least)
     if gpu and "segment" not in tuning and isinstance(rows, int) and isinstance(width, int):
         # A first pass on fewer than half the SMs takes half segments (and one more, short pass):
