@@ -10,19 +10,22 @@ wrappers.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 from typing import Optional
 
 import torch
 from torch import Tensor
+from torch._subclasses.fake_tensor import is_fake
 from torch.library import triton_op
 
 from . import formats as F
 from . import reference
 from ._checks import INDEX_DTYPES, check_bool, check_dtype, check_int, describe
-from ._op_checks import (DEQUANTIZE_DTYPES, check_fp4_query, check_queries, check_query_precision, check_score,
-                         check_score_bf16, check_score_out, check_store_keys, check_topk, logits_shape)
+from ._op_checks import (DEQUANTIZE_DTYPES, TOPK_K_BELOW, check_fp4_query, check_queries, check_query_precision,
+                         check_score, check_score_bf16, check_score_out, check_store_keys, check_topk, check_topk_block,
+                         logits_shape)
 from .layout import check_cache, check_layout_args, check_lengths, decode_layout_impl
 
 BACKENDS = ("reference", "triton", "aiter")
@@ -55,7 +58,8 @@ def _schema_ok(*tensors: object, ints: tuple = ()) -> bool:
     that a wrong type gets the op's named error instead of the schema's; every other check runs
     once, in the op (its body or fake kernel), before anything is written."""
     return all(isinstance(t, Tensor) for t in tensors) and all(
-        isinstance(i, torch.SymInt) or (isinstance(i, int) and not isinstance(i, bool)) for i in ints)
+        isinstance(i, torch.SymInt) or (isinstance(i, int) and not isinstance(i, bool) and -(2**63) <= i < 2**63)
+        for i in ints)
 
 
 def resolve_backend(backend: Optional[str], device: torch.device, op: str, offers_aiter: bool = False) -> str:
@@ -96,6 +100,16 @@ def resolve_backend(backend: Optional[str], device: torch.device, op: str, offer
     return backend
 
 
+def on_device(t: Tensor):
+    """The device guard of a kernel launch on ``t``'s GPU. Triton (and AITER) launch on the
+    current device, so tensors on another GPU make it current for the call, as torch's own ops
+    do; on the current device (the usual case), on the CPU and while tracing (fake tensors:
+    Inductor's generated code sets its own guard) there is nothing to do."""
+    if t.device.type == "cuda" and not is_fake(t) and t.device.index != torch.cuda.current_device():
+        return torch.cuda.device(t.device)
+    return contextlib.nullcontext()
+
+
 # --------------------------------------------------------------------------- ops
 
 
@@ -105,7 +119,8 @@ def _store_keys(keys: Tensor, cache: Tensor, slots: Tensor, backend: Optional[st
     if resolve_backend(backend, cache.device, "store_keys") == "triton":
         from .kernels.quantize import launch_store_keys
 
-        launch_store_keys(keys, cache, slots)
+        with on_device(cache):
+            launch_store_keys(keys, cache, slots)
     else:
         reference.store_keys(keys, cache, slots)
 
@@ -121,7 +136,8 @@ def _quantize_queries(q: Tensor, backend: Optional[str] = None) -> tuple[Tensor,
     if resolve_backend(backend, q.device, "quantize_queries") == "triton":
         from .kernels.quantize import launch_quantize_queries
 
-        return launch_quantize_queries(q)
+        with on_device(q):
+            return launch_quantize_queries(q)
     return reference.quantize_queries(q)
 
 
@@ -139,11 +155,14 @@ def _score_into(out, q_payload, q_scales, cache, weights, block_table, query_sta
     if which == "triton":
         from .kernels.score import launch_score_paged
 
-        launch_score_paged(out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len)
+        with on_device(out):
+            launch_score_paged(out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends,
+                               max_query_len)
     elif which == "aiter":
-        torch.ops.fp4.score_paged_aiter_out(
-            out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len
-        )
+        with on_device(out):
+            torch.ops.fp4.score_paged_aiter_out(
+                out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len
+            )
     else:
         logits = reference.score_paged(q_payload, q_scales, cache, weights, block_table, query_starts, row_ends)
         out.copy_(torch.where(reference.valid_region(query_starts, row_ends, out.shape[1]), logits, out))
@@ -248,7 +267,8 @@ def _score_paged_bf16(
     from .kernels.score import launch_score_paged
 
     out = torch.empty(logits_shape(q.shape[0], block_table), dtype=torch.float32, device=cache.device)
-    launch_score_paged(out, q, None, cache, weights, block_table, query_starts, row_ends, max_query_len)
+    with on_device(out):
+        launch_score_paged(out, q, None, cache, weights, block_table, query_starts, row_ends, max_query_len)
     return out
 
 
@@ -266,7 +286,8 @@ def _select_topk(
     if resolve_backend(backend, logits.device, "select_topk") == "triton":
         from .kernels.topk import launch_select_topk
 
-        return launch_select_topk(logits, row_ends, k, sorted)
+        with on_device(logits):
+            return launch_select_topk(logits, row_ends, k, sorted)
     return reference.select_topk(logits, row_ends, k, sorted)
 
 
@@ -380,7 +401,8 @@ def select_topk(
 ) -> tuple[Tensor, Tensor]:
     """Top-k of ``logits[r, :row_ends[r]]`` per row, like ``torch.topk``.
 
-    logits: float32 [rows, width]; row_ends: int [rows].
+    logits: float32 [rows, width]; row_ends: int [rows]; k: Python int in [1, 2**31) (the triton
+    backend takes at most 2**19 on rows wider than 2**20).
     Returns (values float32 [rows, k], indices int32 [rows, k]). Ties go to the lower
     index, NaN ranks lowest, places a row cannot fill hold -inf / -1. The order within
     a row is unspecified unless ``sorted=True`` (descending value, then ascending index).
@@ -420,9 +442,9 @@ def decode_step(
     backend: for every op; ``"aiter"`` scores with AITER and runs the other ops as ``None`` picks.
 
     Returns ``select_topk``'s (values float32 [rows, k], indices int32 [rows, k]). Every argument
-    is checked before the cache is written; nothing is read on the host, so the step captures in
-    a CUDA graph, and under ``torch.compile`` each kernel lands in Inductor's code. With DCP the
-    indices are local (``row_ends`` from ``decode_layout(..., dcp_rank, dcp_world_size)``);
+    is checked before the cache is written (``k`` too, against the top-k backend's limit); nothing
+    is read on the host, so the step captures in a CUDA graph, and under ``torch.compile`` each
+    kernel lands in Inductor's code. With DCP the indices are local (``row_ends`` from ``decode_layout(..., dcp_rank, dcp_world_size)``);
     ``fp4_inductor.distributed.merge_topk`` gives the global top-k. The logits, float32
     [rows, pages_per_request * 64], are scratch of the call (``decode_tile_size`` sizes row tiles
     that keep them within a budget).
@@ -439,11 +461,13 @@ def decode_step(
         check_store_keys(keys, cache, slots)
     check_queries(q)  # under this function's name for it, before check_score_bf16 calls it "query"
     check_score_bf16(q, cache, weights, block_table, query_starts, row_ends, max_query_len)
-    check_int("k", k, minimum=1)
+    check_int("k", k, minimum=1, below=TOPK_K_BELOW)
     check_bool("sorted", sorted)
     if backend == "aiter" and keys is not None:
         resolve_backend(backend, cache.device, "score_paged", offers_aiter=True)  # can it score here?
     others = None if backend == "aiter" else backend
+    if resolve_backend(others, cache.device, "select_topk") == "triton":
+        check_topk_block(k, logits_shape(0, block_table)[1])
     if keys is not None:
         store_keys(keys, cache, slots, backend=others)
     query = quantize_queries(q, backend=others) if query_precision == "fp4" else q

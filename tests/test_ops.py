@@ -1,6 +1,9 @@
 """Op registration: fake kernels on meta tensors, backend selection, and bad input that raises
 before anything is written."""
 
+import contextlib
+import os
+
 import pytest
 import torch
 
@@ -373,3 +376,51 @@ def test_backend_must_be_a_name():
         fp4.quantize_queries(torch.zeros(2, 16, 128), backend=1)
     with pytest.raises(ValueError, match="backend: expected None or one of .* got 'gpu'"):
         fp4.select_topk(torch.zeros(2, 8), torch.full((2,), 8), 2, backend="gpu")
+
+
+# ---------------------------------------------------------------- the launch's device
+
+
+def test_on_device_makes_another_gpu_current(monkeypatch):
+    """Triton launches on the current device: a tensor on another GPU makes its GPU current for
+    the launch; the current GPU, the CPU and fake tensors take no guard. (No second GPU here: the
+    device of a stand-in object, torch.cuda's calls recorded.)"""
+    from types import SimpleNamespace
+
+    guards = []
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "device", lambda device: guards.append(device) or contextlib.nullcontext())
+    with ops.on_device(SimpleNamespace(device=torch.device("cuda", 1))):
+        pass
+    assert guards == [torch.device("cuda", 1)]
+    for t in (SimpleNamespace(device=torch.device("cuda", 0)), torch.zeros(1)):
+        with ops.on_device(t):
+            pass
+    with torch._subclasses.fake_tensor.FakeTensorMode() as mode:
+        fake = mode.from_tensor(torch.zeros(1), static_shapes=True)
+    fake_cuda = SimpleNamespace(device=torch.device("cuda", 1))
+    monkeypatch.setattr(ops, "is_fake", lambda t: t is fake_cuda or t is fake)
+    with ops.on_device(fake_cuda):
+        pass
+    assert guards == [torch.device("cuda", 1)], "a guard taken for the current GPU, the CPU or a fake tensor"
+
+
+@pytest.mark.interpreter
+def test_every_kernel_launch_takes_the_device_guard(gen, monkeypatch):
+    """Each op's Triton launch runs under ``on_device`` of a tensor it writes or reads: store,
+    quantize, score (FP4 and bf16 queries) and top-k."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("needs TRITON_INTERPRET=1")
+    seen = []
+    real = ops.on_device
+    monkeypatch.setattr(ops, "on_device", lambda t: seen.append(tuple(t.shape)) or real(t))
+    case = scoring_case(gen, "cpu", query_lens=[2, 1], seq_lens=[70, 40], heads=16)
+    layout = (case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"],
+              case["max_query_len"])
+    fp4.store_keys(random_keys(2, gen), case["cache"], torch.tensor([-1, -1]), backend="triton")
+    query = fp4.quantize_queries(case["q"], backend="triton")
+    logits = fp4.score_paged(query, *layout, backend="triton")
+    fp4.score_paged(case["q"].bfloat16(), *layout, backend="triton")
+    fp4.select_topk(logits, case["row_ends"], 4, backend="triton")
+    cache, q = tuple(case["cache"].shape), tuple(case["q"].shape)
+    assert seen == [cache, q, tuple(logits.shape), tuple(logits.shape), tuple(logits.shape)], seen

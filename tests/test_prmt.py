@@ -641,3 +641,41 @@ def test_wide_hot_loop_pingpongs_on_sm90(wide_hot_kernel):
     over = [t for a, t in instructions
             if last < a < address and re.fullmatch(rf"@!?P\d BRA {address + 0x10:#x}", t)]
     assert text.startswith("@") or over, text
+
+
+def test_dependent_launch_arguments(gen, monkeypatch):
+    """Where ``dependent_launch`` says so, the launcher gives both launches ``PDL=True`` and only
+    the second (the exact pass) ``launch_pdl``: a hot pass launched as a dependent would start
+    before the kernels it reads from end, with no wait of its own. Where it says no, both take
+    ``PDL=False`` and no ``launch_pdl``; a kernel copy without the constexpr takes neither.
+    (The launches are recorded, not run.)"""
+    import torch
+
+    from fp4_inductor import quantize_queries
+    from fp4_inductor.kernels import score
+    from helpers import scoring_case
+
+    case = scoring_case(gen, "cpu", query_lens=[2, 1], seq_lens=[70, 40], heads=16)
+    query = quantize_queries(case["q"])
+    out = torch.empty(3, case["block_table"].shape[1] * 64)
+    args = (out, *query, case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"],
+            case["max_query_len"])
+
+    def launches(kernel, pdl):
+        seen = []
+
+        def capture(k):
+            class Grid:
+                def __getitem__(self, grid):
+                    return lambda *a, **kw: seen.append(kw)
+            return Grid()
+
+        monkeypatch.setattr(score, "wrapped", capture)
+        monkeypatch.setattr(score, "dependent_launch", lambda *a: pdl)
+        score.launch_score_paged(*args, kernel=kernel, exact="fixup")
+        return [(kw["MODE"], kw.get("PDL"), kw.get("launch_pdl", False)) for kw in seen]
+
+    assert launches(score.score_paged_kernel, True) == [(1, True, False), (2, True, True)]
+    assert launches(score.score_paged_kernel, False) == [(1, False, False), (2, False, False)]
+    old = type("OldKernel", (), {"arg_names": [n for n in score.score_paged_kernel.arg_names if n != "PDL"]})()
+    assert launches(old, True) == [(1, None, False), (2, None, False)]

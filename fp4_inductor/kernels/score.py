@@ -57,13 +57,13 @@ def wide_hot_pass(word_fed: bool, num_warps: int) -> bool:
 
 def dependent_launch(word_fed: bool, asm: bool, exact: str, out: torch.Tensor) -> bool:
     """Whether the exact pass launches as a programmatic dependent of the hot pass (PDL, sm_90
-    and later; the kernel's ``PDL``): for the word-fed pair with the PTX builder, launched eagerly
-    (also into a CUDA graph being captured). Not while tracing (fake tensors): torch's traced
-    launches of a Triton kernel carry no ``launch_pdl`` (torch 2.11 and 2.13 take warps, stages,
-    CTAs and warp-specialization counts as launch options, and no other), and the PDL steps
-    are asm that Inductor's analysis would take as writing every argument
-    (tests/test_inductor_analysis.py), so Inductor's generated code runs the pair as before, in
-    two plain launches."""
+    and later; the kernel's ``PDL``): for the word-fed pair with the PTX builder (FP4 queries,
+    16-byte-aligned cache rows), launched with real tensors (also into a CUDA graph being
+    captured). Not while tracing (fake tensors), which is what keeps it out of Inductor's
+    generated code: torch's traced launches of a Triton kernel take warps, stages, CTAs and
+    warp-specialization counts as launch options (torch 2.11 and 2.13), not ``launch_pdl``, and
+    the PDL steps are asm that Inductor's analysis would take as writing every argument
+    (tests/test_inductor_analysis.py). There the pair runs as before, in two plain launches."""
     if not (word_fed and asm and exact == "fixup" and out.is_cuda) or torch.version.hip or is_fake(out):
         return False
     return capability_major(out.device) >= 9
