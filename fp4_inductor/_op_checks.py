@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
+from torch.fx.experimental.symbolic_shapes import guard_or_false
 
 from . import formats as F
 from ._checks import FLOAT_DTYPES, INDEX_DTYPES, check_int, check_size, check_tensor, describe
@@ -125,8 +126,9 @@ def check_topk(logits: Tensor, row_ends: Tensor, k: int) -> None:
 
 def check_topk_block(k: int, width: int) -> None:
     """The triton backend's limit on k: rows wider than a block take k up to half a block
-    (backend='reference' takes any k). A symbolic k is checked where it becomes concrete."""
-    if isinstance(k, int) and 2 * (1 << (k - 1).bit_length()) > TOPK_MAX_BLOCK and width > TOPK_MAX_BLOCK:
+    (backend='reference' takes any k); 2 * next_power_of_2(k) <= TOPK_MAX_BLOCK is k <= half of
+    it. No guard on a symbolic k or width (they are checked where they become concrete)."""
+    if guard_or_false(k > TOPK_MAX_BLOCK // 2) and guard_or_false(width > TOPK_MAX_BLOCK):
         raise ValueError(f"k: expected at most {TOPK_MAX_BLOCK // 2} for rows wider than {TOPK_MAX_BLOCK} with the "
                          f"triton backend (backend='reference' takes any k), got k={k} at width {width}")
 

@@ -444,8 +444,9 @@ def decode_step(
     Returns ``select_topk``'s (values float32 [rows, k], indices int32 [rows, k]). Every argument
     is checked before the cache is written (``k`` too, against the top-k backend's limit); nothing
     is read on the host, so the step captures in a CUDA graph, and under ``torch.compile`` each
-    kernel lands in Inductor's code. With DCP the indices are local (``row_ends`` from ``decode_layout(..., dcp_rank, dcp_world_size)``);
-    ``fp4_inductor.distributed.merge_topk`` gives the global top-k. The logits, float32
+    kernel lands in Inductor's code. With DCP the indices are local (``row_ends`` from
+    ``decode_layout(..., dcp_rank, dcp_world_size)``); ``fp4_inductor.distributed.merge_topk``
+    gives the global top-k. The logits, float32
     [rows, pages_per_request * 64], are scratch of the call (``decode_tile_size`` sizes row tiles
     that keep them within a budget).
     """
