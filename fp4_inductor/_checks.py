@@ -112,6 +112,12 @@ def check_positive_float(name: str, value: object) -> float:
     return number
 
 
+def fits_int64(value: int) -> bool:
+    """Whether an int fits what an op's int argument holds. No guard on a symbolic value (Dynamo
+    may trace a symbolic size through a check as an int)."""
+    return not (guard_or_false(value >= 2**63) or guard_or_false(value < -(2**63)))
+
+
 def check_int(name: str, value: object, *, minimum: int | None = None, below: int | None = None) -> int:
     """A Python int (not a tensor, not a bool) within ``[minimum, below)``.
 
@@ -125,8 +131,6 @@ def check_int(name: str, value: object, *, minimum: int | None = None, below: in
         raise ValueError(f"{name}: expected an int >= {minimum}, got {value}")
     if below is not None and value >= below:
         raise ValueError(f"{name}: expected an int < {below}, got {value}")
-    # What an op's int argument holds. (Dynamo may trace a symbolic size through here as an int:
-    # no guard on it.)
-    if guard_or_false(value >= 2**63) or guard_or_false(value < -(2**63)):
+    if not fits_int64(value):
         raise ValueError(f"{name}: expected an int that fits int64, got {value}")
     return value

@@ -149,11 +149,10 @@ class FP4Indexer(IndexerProjections):
         query_precision: str = "fp4",
         rotate: bool = False,
     ):
-        check_int("heads", heads)
-        check_head_count(heads)
         super().__init__(hidden_size, q_lora_rank, heads, head_dim, topk, softmax_scale, device, dtype)
         check_query_precision(query_precision)
         check_bool("rotate", rotate)
+        check_head_count(heads)
         check_backend(backend)
         if backend == "aiter":
             # backend=None already scores with AITER on ROCm, where it can read the cache in place.

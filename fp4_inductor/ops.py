@@ -22,7 +22,7 @@ from torch.library import triton_op
 
 from . import formats as F
 from . import reference
-from ._checks import INDEX_DTYPES, check_bool, check_dtype, check_int, describe
+from ._checks import INDEX_DTYPES, check_bool, check_dtype, check_int, describe, fits_int64
 from ._op_checks import (DEQUANTIZE_DTYPES, TOPK_K_BELOW, check_fp4_query, check_queries, check_query_precision,
                          check_score, check_score_bf16, check_score_out, check_store_keys, check_topk, check_topk_block,
                          logits_shape)
@@ -58,8 +58,7 @@ def _schema_ok(*tensors: object, ints: tuple = ()) -> bool:
     that a wrong type gets the op's named error instead of the schema's; every other check runs
     once, in the op (its body or fake kernel), before anything is written."""
     return all(isinstance(t, Tensor) for t in tensors) and all(
-        isinstance(i, torch.SymInt) or (isinstance(i, int) and not isinstance(i, bool) and -(2**63) <= i < 2**63)
-        for i in ints)
+        isinstance(i, torch.SymInt) or (isinstance(i, int) and not isinstance(i, bool) and fits_int64(i)) for i in ints)
 
 
 def resolve_backend(backend: Optional[str], device: torch.device, op: str, offers_aiter: bool = False) -> str:

@@ -222,8 +222,6 @@ def topk_segment_kernel(
         tl.store(out_indices_ptr + out + start + offs, -1, mask=start + offs < k)
 
 
-
-
 def launch_select_topk(
     logits: torch.Tensor, row_ends: torch.Tensor, k: int, sorted: bool, **tuning
 ) -> tuple[torch.Tensor, torch.Tensor]:
