@@ -616,26 +616,40 @@ def test_dependent_launch_in_a_cuda_graph(heads, query_lens, gen, monkeypatch):
     """On sm_90 the eager pair launches its exact pass as a programmatic dependent of the hot pass
     (``dependent_launch``). With keys that do not fold in a few pages (so the exact pass runs in
     some programs and not in others), an eager call and each replay of the call captured in a
-    CUDA graph write, bit for bit, what the pair writes in two plain launches."""
+    CUDA graph write, bit for bit, what the pair writes in two plain launches. The replays take
+    turns at two caches whose keys that do not fold lie in other pages (other programs mark
+    them): an exact pass that read its flags before the hot pass wrote them would read the last
+    replay's, rescore the other cache's pages and leave this one's as the hot pass wrote them."""
     from fp4_inductor.kernels import score
 
     case = scoring_case(gen, "cuda", heads=heads, query_lens=query_lens, seq_lens=[900, 333, 1500][: len(query_lens)])
-    pages = case["block_table"].cpu()[[0, len(query_lens) - 1], [3, 1]].long()
-    slots = (pages[:, None] * 64 + torch.arange(0, 64, 7)).flatten()
-    fp4.store_keys(random_keys(slots.shape[0], gen, group_spread=9).cuda(), case["cache"], slots.cuda())
+    base = case["cache"].clone()
+    caches = []
+    for columns in ([3, 1], [7, 4]):  # page indices of the first and the last request (333 keys: 6 pages)
+        case["cache"].copy_(base)
+        pages = case["block_table"].cpu()[[0, len(query_lens) - 1], columns].long()
+        slots = (pages[:, None] * 64 + torch.arange(0, 64, 7)).flatten()
+        fp4.store_keys(random_keys(slots.shape[0], gen, group_spread=9).cuda(), case["cache"], slots.cuda())
+        caches.append(case["cache"].clone())
     query = fp4.quantize_queries(case["q"])
     args = (query, case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"],
             case["max_query_len"])
     valid = reference.valid_region(case["query_starts"], case["row_ends"], case["block_table"].shape[1] * 64)
+    plain = []
     with monkeypatch.context() as patch:
         patch.setattr(score, "dependent_launch", lambda *args: False)
-        plain = fp4.score_paged(*args)
+        for cache in caches:
+            case["cache"].copy_(cache)
+            plain.append(fp4.score_paged(*args))
+    assert not torch.equal(plain[0][valid], plain[1][valid])
     decided = []
     dependent_launch = score.dependent_launch
     monkeypatch.setattr(score, "dependent_launch", lambda *args: decided.append(dependent_launch(*args)) or decided[-1])
-    eager = fp4.score_paged(*args)
-    assert decided == [True]
-    assert torch.equal(eager[valid], plain[valid])
+    for cache, expected in zip(caches, plain):
+        case["cache"].copy_(cache)
+        eager = fp4.score_paged(*args)
+        assert torch.equal(eager[valid], expected[valid])
+    assert decided == [True, True]
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
@@ -645,8 +659,9 @@ def test_dependent_launch_in_a_cuda_graph(heads, query_lens, gen, monkeypatch):
     with torch.cuda.graph(graph):
         captured = fp4.score_paged(*args)
     assert decided[-1] is True
-    for _ in range(3):
+    for turn in range(6):
+        case["cache"].copy_(caches[turn % 2])
         captured.fill_(float("nan"))
         graph.replay()
         torch.cuda.synchronize()
-        assert torch.equal(captured[valid], plain[valid])
+        assert torch.equal(captured[valid], plain[turn % 2][valid]), f"replay {turn}"
