@@ -19,9 +19,9 @@ from torch import nn
 from torch.fx.experimental.symbolic_shapes import guard_or_false
 
 from . import formats as F
-from ._checks import (FLOAT_DTYPES, INDEX_DTYPES, check_bool, check_dtype, check_int, check_positive_float, check_tensor,
-                      describe)
-from .layout import allocate_merged_cache, check_cache, check_head_count, index_section
+from ._checks import (FLOAT_DTYPES, INDEX_DTYPES, check_bool, check_dtype, check_int, check_positive_float, check_size,
+                      check_tensor, describe)
+from .layout import allocate_merged_cache, check_cache, check_head_count, check_lengths, index_section
 from ._op_checks import check_query_precision
 from .ops import check_backend, decode_layout, decode_step, select_topk, store_keys
 from .rotation import hadamard_matrix
@@ -64,6 +64,27 @@ class IndexerProjections(nn.Module):
         w = self.weights_proj(x).float() * (self.heads**-0.5 * self.softmax_scale)
         return q, k, w
 
+    def check_step(self, x, q_lora, slots, block_table, seq_lens, query_lens, max_query_len, device) -> None:
+        """A forward's arguments, with the messages decode_layout and decode_step give, for a cache on
+        ``device``; run before anything is written. Shapes, dtypes, devices and Python ints only: no
+        value is read on the host, so slots outside the cache are skipped (as store_keys skips them),
+        not refused. Float inputs of another dtype than the weights are left to nn.Linear (autocast
+        takes them)."""
+        check_tensor("x", x, dtypes=FLOAT_DTYPES, shape=("rows", self.wk.in_features), device=device)
+        check_tensor("q_lora", q_lora, dtypes=FLOAT_DTYPES, shape=("rows", self.wq_b.in_features), device=device)
+        check_size("q_lora", q_lora, 0, x.shape[0], "one row per row of x")
+        check_tensor("slots", slots, dtypes=INDEX_DTYPES, shape=("n",), device=device)
+        check_size("slots", slots, 0, x.shape[0], "one slot per key row")
+        check_lengths(seq_lens, query_lens)
+        check_tensor("query_lens", query_lens, dtypes=INDEX_DTYPES, shape=("requests",), device=device)
+        check_tensor("block_table", block_table, dtypes=INDEX_DTYPES, shape=("requests", "pages_per_request"),
+                     device=device)
+        requests = query_lens.shape[0]
+        if block_table.shape[0] < requests:
+            raise ValueError(f"block_table: expected at least {requests} rows (one per request, from query_lens), "
+                             f"got {describe(block_table)}")
+        check_int("max_query_len", max_query_len, minimum=1)
+
 
 class ReferenceIndexer(IndexerProjections):
     """BF16 lightning indexer over a paged key cache.
@@ -71,7 +92,9 @@ class ReferenceIndexer(IndexerProjections):
     forward(x [rows, hidden], q_lora [rows, q_lora_rank], slots int [rows], block_table int
     [requests, pages_per_request], seq_lens int [requests], query_lens int [requests],
     max_query_len: int) -> int32 [rows, topk] token indices (-1 where a row has fewer keys).
-    Stores this step's keys at ``slots`` (negative: padding rows) before scoring.
+    Stores this step's keys at ``slots`` (negative: padding rows) before scoring. Arguments are
+    checked as FP4Indexer checks them, before a key is written; values are not (slots outside
+    the cache are skipped; block-table entries past a request's pages may hold anything).
     """
 
     def __init__(
@@ -91,6 +114,7 @@ class ReferenceIndexer(IndexerProjections):
         self.register_buffer("key_cache", torch.zeros(num_pages, F.PAGE_TOKENS, head_dim, **factory), persistent=False)
 
     def forward(self, x, q_lora, slots, block_table, seq_lens, query_lens, max_query_len: int):
+        self.check_step(x, q_lora, slots, block_table, seq_lens, query_lens, max_query_len, self.key_cache.device)
         q, k, w = self.project(x, q_lora)
         rows = q.shape[0]
         if guard_or_false(rows == 0):  # an unbacked 0 at run time takes the path below
@@ -108,8 +132,12 @@ class ReferenceIndexer(IndexerProjections):
             return torch.full((rows, self.topk), -1, dtype=torch.int32, device=q.device)
         query_starts, row_ends = decode_layout(seq_lens, query_lens, rows)
         request = torch.searchsorted(query_starts[1:].long(), torch.arange(rows, device=q.device), right=True)
-        request = request.clamp(max=block_table.shape[0] - 1)
-        keys = self.key_cache[block_table.long()].flatten(1, 2)[request]  # [rows, width, 128]
+        # A table padded past the batch is read for its first rows; entries past a request's pages
+        # may hold anything (reference.score_paged's rule): clamped into the cache, masked by row_ends.
+        requests = query_lens.shape[0]
+        request = request.clamp(max=requests - 1)
+        pages = block_table[:requests].long().clamp(0, self.key_cache.shape[0] - 1)
+        keys = self.key_cache[pages].flatten(1, 2)[request]  # [rows, width, 128]
         scores = torch.einsum("rhd,rjd->rhj", q, keys).float().relu()
         logits = (scores * w.unsqueeze(-1)).sum(1)
         return select_topk(logits, row_ends, self.topk, backend="reference")[1]
@@ -262,18 +290,14 @@ class FP4Indexer(IndexerProjections):
         store_keys(keys, self.index_cache, slots.to(device))
 
     def forward(self, x, q_lora, slots, block_table, seq_lens, query_lens, max_query_len: int):
+        # Every input checked before this step's keys are written (decode_step checks its own again).
+        self.check_step(x, q_lora, slots, block_table, seq_lens, query_lens, max_query_len, self.index_cache.device)
         q, k, w = self.project(x, q_lora)
         if self.rotate:
             q, k = q @ self.query_rotation.to(q.dtype), self.rotate_keys(k)
         query_starts, row_ends = decode_layout(seq_lens, query_lens, q.shape[0])
-        # Every input checked before this step's keys are written.
-        check_tensor("block_table", block_table, dtypes=INDEX_DTYPES, shape=("requests", "pages_per_request"))
-        requests = query_lens.shape[0]
-        if block_table.shape[0] < requests:
-            raise ValueError(f"block_table: expected at least {requests} rows (one per request, from query_lens), "
-                             f"got {describe(block_table)}")
         # A table padded past the batch (a captured batch size) is read for its first rows only.
-        block_table = block_table[:requests]
+        block_table = block_table[:query_lens.shape[0]]
         return decode_step(q, self.index_cache, w, block_table, query_starts, row_ends, max_query_len, self.topk,
                            keys=k, slots=slots, query_precision=self.query_precision, backend=self.backend)[1]
 
@@ -302,6 +326,10 @@ def swap_indexers(
 
     Returns the swapped ``(qualified name, new module)`` pairs, in module order, one per place.
     """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model: expected an nn.Module, got {describe(model)}")
+    if predicate is not None and not callable(predicate):
+        raise TypeError(f"predicate: expected None or a callable (name, module) -> bool, got {describe(predicate)}")
     if predicate is None:
         predicate = lambda name, module: isinstance(module, ReferenceIndexer)  # noqa: E731
     if predicate("", model):

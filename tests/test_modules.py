@@ -148,28 +148,56 @@ def test_reference_padding_rows_never_undo_a_real_write():
     assert torch.equal(ref.key_cache, untouched)
 
 
-def test_fp4_indexer_checks_every_input_before_writing_its_cache(gen):
-    """A bad step input raises before this step's keys are stored: the cache is unchanged."""
+@pytest.mark.parametrize("cls", [ReferenceIndexer, FP4Indexer])
+def test_indexers_check_every_input_before_writing_their_cache(cls):
+    """A bad step input raises by name, with the same message from both indexers, before this
+    step's keys are stored: the cache (random keys) is bit for bit unchanged. The reference
+    indexer checked nothing: torch's own errors from deep inside, some after its keys were written."""
     model = TinyModel(layers=1)
-    swap_indexers(model)
+    if cls is FP4Indexer:
+        swap_indexers(model)
+    fill_history(model, torch.Generator().manual_seed(5))
     indexer = model.layers[0]["indexer"]
-    x, q_lora, slots, block_table, seq_lens, query_lens, max_query_len = decode_inputs(gen)
-    before = indexer.index_cache.clone()
+    cache = indexer.key_cache if cls is ReferenceIndexer else indexer.index_cache
+    x, q_lora, slots, block_table, seq_lens, query_lens, most = decode_inputs(torch.Generator().manual_seed(6))
+    before = cache.clone()
+    floats = r"float32 or bfloat16 or float16"
     bad = [
-        (dict(max_query_len=0), ValueError, "max_query_len: expected an int >= 1"),
-        (dict(block_table=block_table.float()), ValueError, "block_table: expected int32 or int64"),
-        (dict(block_table=block_table[:2]), ValueError, r"block_table: expected at least 3 rows \(one per request, from query_lens"),
-        (dict(seq_lens=seq_lens.float()), ValueError, "seq_lens"),
-        (dict(slots=slots[:-1]), ValueError, "slots: expected 7 along dim 0"),
+        (dict(x=x.tolist()), TypeError, rf"^x: expected a tensor {floats} \[rows, 96\], got list"),
+        (dict(x=x[:, :95]), ValueError, rf"^x: expected {floats} \[rows, 96\], got float32 \[7, 95\]"),
+        (dict(x=x.double()), ValueError, rf"^x: expected {floats} \[rows, 96\], got float64 \[7, 96\]"),
+        (dict(x=x.to("meta")), ValueError, r"^x: expected a tensor on cpu \(where the cache is\), got .* on meta"),
+        (dict(q_lora=q_lora[:, :47]), ValueError, rf"^q_lora: expected {floats} \[rows, 48\], got float32 \[7, 47\]"),
+        (dict(q_lora=q_lora[:-1]), ValueError,
+         r"^q_lora: expected 7 along dim 0 \(one row per row of x\), got float32 \[6, 48\]"),
+        (dict(slots=None), TypeError, r"^slots: expected a tensor int32 or int64 \[n\], got NoneType"),
+        (dict(slots=slots.float()), ValueError, r"^slots: expected int32 or int64 \[n\], got float32 \[7\]"),
+        (dict(slots=slots[None]), ValueError, r"^slots: expected int32 or int64 \[n\], got int64 \[1, 7\]"),
+        (dict(slots=slots[:-1]), ValueError, r"^slots: expected 7 along dim 0 \(one slot per key row\), got .*\[6\]"),
+        (dict(slots=slots.to("meta")), ValueError, r"^slots: expected a tensor on cpu \(where the cache is\)"),
+        (dict(block_table=block_table.float()), ValueError, r"^block_table: expected int32 or int64 .*, got float32"),
+        (dict(block_table=block_table[0]), ValueError,
+         r"^block_table: expected int32 or int64 \[requests, pages_per_request\], got int32 \[4\]"),
+        (dict(block_table=block_table[:2]), ValueError,
+         r"^block_table: expected at least 3 rows \(one per request, from query_lens\), got int32 \[2, 4\]"),
+        (dict(seq_lens=seq_lens.float()), ValueError, r"^seq_lens: expected int32 or int64 \[requests\], got float32"),
+        (dict(seq_lens=seq_lens[:2]), ValueError, r"^seq_lens: expected at least one length per request \(3\)"),
+        (dict(query_lens=query_lens.tolist()), TypeError, r"^query_lens: expected a tensor int32 .*, got list"),
+        (dict(query_lens=query_lens.float()), ValueError, r"^query_lens: expected int32 or int64 .*, got float32"),
+        (dict(max_query_len=0), ValueError, r"^max_query_len: expected an int >= 1, got 0"),
+        (dict(max_query_len=3.0), TypeError, r"^max_query_len: expected a Python int, got float"),
+        (dict(max_query_len=torch.tensor(3)), TypeError, r"^max_query_len: expected a Python int, got int64 \[\] on cpu"),
     ]
-    good = dict(slots=slots, block_table=block_table, seq_lens=seq_lens, query_lens=query_lens,
-                max_query_len=max_query_len)
-    for change, error, match in bad:
-        args = {**good, **change}
-        with pytest.raises(error, match=match):
-            indexer(x, q_lora, args["slots"], args["block_table"], args["seq_lens"], args["query_lens"],
-                    args["max_query_len"])
-        assert torch.equal(indexer.index_cache, before), change
+    good = dict(x=x, q_lora=q_lora, slots=slots, block_table=block_table, seq_lens=seq_lens, query_lens=query_lens,
+                max_query_len=most)
+    with torch.no_grad():
+        for change, error, match in bad:
+            with pytest.raises(error, match=match):
+                indexer(**{**good, **change})
+            assert torch.equal(cache, before), change
+        # The same step with good inputs does write (its slots are real): the refusals above kept keys out.
+        indexer(**good)
+    assert not torch.equal(cache, before)
 
 
 @pytest.mark.parametrize(
@@ -234,6 +262,19 @@ def test_swap_indexers_refuses_an_indexer_as_the_model():
     with pytest.raises(ValueError, match="model: .*ReferenceIndexer.*from_reference"):
         swap_indexers(indexer)
     assert isinstance(indexer, ReferenceIndexer)
+
+
+def test_swap_indexers_names_a_bad_model_or_predicate():
+    """A model that is no module, or a predicate that cannot be called, is refused by name (they
+    failed with an AttributeError on named_modules or a TypeError calling a str)."""
+    with pytest.raises(TypeError, match=r"^model: expected an nn.Module, got NoneType"):
+        swap_indexers(None)
+    with pytest.raises(TypeError, match=r"^model: expected an nn.Module, got list"):
+        swap_indexers([ReferenceIndexer(96, 48, num_pages=4, heads=16, topk=8)])
+    model = TinyModel(layers=1)
+    with pytest.raises(TypeError, match=r"^predicate: expected None or a callable \(name, module\) -> bool, got str"):
+        swap_indexers(model, predicate="layers.0.indexer")
+    assert isinstance(model.layers[0]["indexer"], ReferenceIndexer)
 
 
 def test_swap_indexers_leaves_the_model_whole_when_one_swap_fails():
@@ -376,24 +417,32 @@ def test_from_reference_refuses_parameters_it_would_drop():
         FP4Indexer.from_reference(BiasedIndexer())
 
 
-def test_fp4_indexer_reads_a_block_table_padded_past_the_batch(gen):
-    """A captured batch size pads the block table past the requests: the reference indexer took
-    it, the FP4 one refused it. Its extra rows are not read; fewer rows than requests are refused."""
+@pytest.mark.parametrize("cls", [ReferenceIndexer, FP4Indexer])
+def test_indexers_read_a_block_table_padded_past_the_batch(cls):
+    """A captured batch size pads the block table past the requests, and entries past a
+    request's pages may hold anything: neither is read (the reference indexer raised IndexError
+    on them, the FP4 one once refused the padding). Fewer rows than requests are refused."""
     torch.manual_seed(0)
     model = TinyModel(layers=1)
-    swap_indexers(model)
+    if cls is FP4Indexer:
+        swap_indexers(model)
     fill_history(model, torch.Generator().manual_seed(5))
     x, q_lora, slots, block_table, seq_lens, query_lens, most = decode_inputs(torch.Generator().manual_seed(6))
     indexer = model.layers[0]["indexer"]
+    cache = indexer.key_cache if cls is ReferenceIndexer else indexer.index_cache
     padded = torch.cat([block_table, torch.full((2, block_table.shape[1]), 10**6, dtype=block_table.dtype)])
+    # seq_lens 200, 64, 130: requests 1 and 2 need 1 and 3 of their 4 pages.
+    padded[1, 1:] = -(10**6)
+    padded[2, 3] = 10**6
     with torch.no_grad():
         want = indexer(x, q_lora, slots, block_table, seq_lens, query_lens, most)
         got = indexer(x, q_lora, slots, padded, seq_lens, query_lens, most)
         assert torch.equal(got, want)
-        before = indexer.index_cache.clone()
+        assert (want >= 0).sum() > 0
+        before = cache.clone()
         with pytest.raises(ValueError, match=r"block_table: expected at least 3 rows \(one per request"):
             indexer(x, q_lora, slots, block_table[:2], seq_lens, query_lens, most)
-        assert torch.equal(indexer.index_cache, before)
+        assert torch.equal(cache, before)
 
 
 def test_reference_indexer_runs_an_empty_or_padding_only_batch():
