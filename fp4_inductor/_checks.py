@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 
 import torch
@@ -13,10 +14,16 @@ INDEX_DTYPES = (torch.int32, torch.int64)
 
 
 def describe(t: object) -> str:
-    """``float16 [3, 64, 68]`` for a tensor, the type name for anything else."""
+    """``float16 [3, 64, 68] on cpu`` for a tensor; for anything else its type, named with its
+    module outside the builtins (a numpy bool is ``numpy.bool``, not ``bool``), and a number's value."""
     if isinstance(t, torch.Tensor):
         return f"{str(t.dtype).removeprefix('torch.')} {list(t.shape)} on {t.device}"
-    return type(t).__name__
+    kind = type(t)
+    name = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+    # numpy's scalars (its bool among them) are not all numbers.Number.
+    if isinstance(t, numbers.Number) or (kind.__module__ == "numpy" and getattr(t, "ndim", None) == 0):
+        return f"{name} {t}"
+    return name
 
 
 def _dtype_names(dtypes: Sequence[torch.dtype]) -> str:

@@ -60,7 +60,7 @@ def check_score(
     dev = cache.device
     check_fp4_query(q_payload, q_scales, ("query[0] (payload)", "query[1] (scales)"), device=dev)
     rows, heads = q_payload.shape[:2]
-    check_score_layout(rows, heads, weights, block_table, query_starts, row_ends, max_query_len, dev)
+    check_score_layout("query", rows, heads, weights, block_table, query_starts, row_ends, max_query_len, dev)
     check_cache_has_pages(cache, block_table)
 
 
@@ -73,28 +73,33 @@ def check_cache_has_pages(cache: Tensor, block_table: Tensor) -> None:
 
 def check_score_bf16(
     q: Tensor, cache: Tensor, weights: Tensor, block_table: Tensor, query_starts: Tensor, row_ends: Tensor,
-    max_query_len: int,
+    max_query_len: int, name: str = "query",
 ) -> None:
+    """``name``: what the caller calls ``q`` (``score_paged``'s query, ``decode_step``'s q)."""
     check_cache(cache)
-    check_tensor("query", q, dtypes=FLOAT_DTYPES, shape=("rows", "heads", F.HEAD_DIM), device=cache.device)
-    check_query_heads("query", q)
-    check_score_layout(*q.shape[:2], weights, block_table, query_starts, row_ends, max_query_len, cache.device)
+    check_tensor(name, q, dtypes=FLOAT_DTYPES, shape=("rows", "heads", F.HEAD_DIM), device=cache.device)
+    check_query_heads(name, q)
+    check_score_layout(name, *q.shape[:2], weights, block_table, query_starts, row_ends, max_query_len, cache.device)
     check_cache_has_pages(cache, block_table)
 
 
-def check_score_layout(rows, heads, weights, block_table, query_starts, row_ends, max_query_len, dev) -> None:
-    check_tensor("weights", weights, dtypes=(torch.float32,), shape=(rows, heads), device=dev)
-    check_paging(block_table, query_starts, row_ends, rows, dev)
+def check_score_layout(query, rows, heads, weights, block_table, query_starts, row_ends, max_query_len, dev) -> None:
+    """The scoring arguments sized by the queries: ``rows`` and ``heads`` are those of the
+    argument named ``query``, which a mismatch message names as their source."""
+    check_tensor("weights", weights, dtypes=(torch.float32,), shape=("rows", "heads"), device=dev)
+    check_size("weights", weights, 0, rows, f"one row per row of {query}")
+    check_size("weights", weights, 1, heads, f"one weight per head of {query}")
+    check_paging(block_table, query_starts, row_ends, dev)
+    check_size("row_ends", row_ends, 0, rows, f"one end per row of {query}")
     check_int("max_query_len", max_query_len, minimum=1)
 
 
-def check_paging(block_table, query_starts, row_ends, rows, dev) -> None:
-    """The block table and ``decode_layout``'s tensors of a scoring call on ``dev``; ``rows``: an
-    int, or a name where any count is taken."""
+def check_paging(block_table, query_starts, row_ends, dev) -> None:
+    """The block table and ``decode_layout``'s tensors of a scoring call on ``dev``, any row count."""
     check_tensor("block_table", block_table, dtypes=INDEX_DTYPES, shape=("requests", "pages_per_request"), device=dev)
     check_tensor("query_starts", query_starts, dtypes=INDEX_DTYPES, shape=("requests + 1",), device=dev)
     check_size("query_starts", query_starts, 0, block_table.shape[0] + 1, "requests + 1, from block_table")
-    check_tensor("row_ends", row_ends, dtypes=INDEX_DTYPES, shape=(rows,), device=dev)
+    check_tensor("row_ends", row_ends, dtypes=INDEX_DTYPES, shape=("rows",), device=dev)
 
 
 # How a decode step scores its queries: quantized to FP4, or unquantized (the higher-recall mode).
@@ -119,8 +124,8 @@ TOPK_MAX_BLOCK = 2**20
 
 def check_topk(logits: Tensor, row_ends: Tensor, k: int) -> None:
     check_tensor("logits", logits, dtypes=(torch.float32,), shape=("rows", "width"))
-    check_tensor("row_ends", row_ends, dtypes=INDEX_DTYPES, shape=(logits.shape[0],), device=logits.device,
-                 device_of="logits")
+    check_tensor("row_ends", row_ends, dtypes=INDEX_DTYPES, shape=("rows",), device=logits.device, device_of="logits")
+    check_size("row_ends", row_ends, 0, logits.shape[0], "one end per row of logits")
     check_int("k", k, minimum=1, below=TOPK_K_BELOW)
 
 

@@ -459,8 +459,7 @@ def decode_step(
     # Every argument checked before this step's keys are written.
     if keys is not None:
         check_store_keys(keys, cache, slots)
-    check_queries(q)  # under this function's name for it, before check_score_bf16 calls it "query"
-    check_score_bf16(q, cache, weights, block_table, query_starts, row_ends, max_query_len)
+    check_score_bf16(q, cache, weights, block_table, query_starts, row_ends, max_query_len, name="q")
     check_int("k", k, minimum=1, below=TOPK_K_BELOW)
     check_bool("sorted", sorted)
     if backend == "aiter" and keys is not None:

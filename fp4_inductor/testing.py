@@ -189,12 +189,27 @@ def check_block_table(block_table: torch.Tensor, cache: torch.Tensor, query_star
     """Raise ``ValueError`` where a block-table entry that some row's keys need is not a page of
     ``cache``: the entries ``[i, 0 : ceil(longest row_ends of request i / 64))``. The scorer reads
     those pages without a check (it would read the device); the others may hold anything.
+    Before that, the layout values that ``decode_layout`` never makes: ``query_starts`` must
+    start at 0, not decrease, and end at most at ``rows`` (the length of ``row_ends``);
+    ``row_ends`` must not be negative. A row end past the block table's width is taken (the
+    scorer cuts it there, and ``decode_layout`` saturates long ends at 2**31 - 1).
 
     This reads device data (a host sync): for tests and debugging, not inside a decode step."""
     check_cache(cache)
-    check_paging(block_table, query_starts, row_ends, "rows", cache.device)
+    check_paging(block_table, query_starts, row_ends, cache.device)
     requests, per_request = block_table.shape
     rows = row_ends.shape[0]
+    # The kernels clamp starts into [0, rows] and ends into [0, width], so none of these faults;
+    # but a first start other than 0 or a decreasing one gives rows to other requests in the
+    # reference (which bisects query_starts) than in the scorer, and a start past the rows or a
+    # negative end is a layout bug (decode_layout makes neither: it clamps both).
+    starts, ends = query_starts.to(torch.int64), row_ends.to(torch.int64)
+    if int(starts[0]) != 0:
+        raise ValueError(f"query_starts: expected 0 at [0] (request 0 starts at row 0), got {int(starts[0])}")
+    _refuse_entries("query_starts", starts, starts < starts.cummax(0).values,
+                    "non-decreasing entries (a request starts where the one before it ends)")
+    _refuse_entries("query_starts", starts, starts > rows, f"entries at most {rows} (the rows of row_ends)")
+    _refuse_entries("row_ends", ends, ends < 0, "entries >= 0 (the keys each row sees)")
     if requests == 0 or rows == 0:
         return
     # The pages holding some key of a row's valid region (the scorer's), gathered per request.
@@ -208,3 +223,11 @@ def check_block_table(block_table: torch.Tensor, cache: torch.Tensor, query_star
         i, slot = bad[0].tolist()
         raise ValueError(f"block_table: expected page ids in [0, {cache.shape[0]}) where rows read keys, got "
                          f"{int(ids[i, slot])} at [{i}, {slot}] (bad entries: {bad.shape[0]})")
+
+
+def _refuse_entries(name: str, values: torch.Tensor, bad: torch.Tensor, expected: str) -> None:
+    """Raise naming the first entry of 1-D ``values`` where ``bad`` holds (reads device data)."""
+    where = bad.nonzero()
+    if where.shape[0] > 0:
+        i = int(where[0, 0])
+        raise ValueError(f"{name}: expected {expected}, got {int(values[i])} at [{i}] (bad entries: {where.shape[0]})")

@@ -37,9 +37,14 @@ def test_placement_round_trip(world, interleave):
 def test_placement_rejects():
     with pytest.raises(ValueError, match="rank"):
         local_to_global(torch.tensor([1]), 2, 2, 1)
-    with pytest.raises(ValueError, match="local_idx: expected int32 or int64"):
+    # Any shape is taken: the message says so, not "[None]" (a free size per dimension).
+    with pytest.raises(ValueError, match=r"local_idx: expected an int32 or int64 tensor \(any shape\), got float32 "
+                                         r"\[1\] on cpu$"):
         local_to_global(torch.tensor([1.0]), 0, 2, 1)
-    with pytest.raises(TypeError, match="global_idx"):
+    with pytest.raises(ValueError, match=r"global_idx: expected an int32 or int64 tensor \(any shape\), got float32 "
+                                         r"\[2, 3\] on cpu$"):
+        global_to_local(torch.zeros(2, 3), 0, 2, 1)
+    with pytest.raises(TypeError, match=r"global_idx: expected an int32 or int64 tensor \(any shape\), got list$"):
         global_to_local([1, 2], 0, 2, 1)
     with pytest.raises(ValueError, match="interleave: expected an int < 2147483648"):
         local_to_global(torch.tensor([1]), 0, 4, 2**62)

@@ -113,7 +113,8 @@ def test_score_rejects_bad_input(gen):
                 query_starts=case["query_starts"], row_ends=case["row_ends"], max_query_len=2)
     bad = [
         (dict(weights=case["weights"].double()), "weights: expected float32"),
-        (dict(weights=case["weights"][:, :8]), "weights: expected float32 \\[5, 16\\]"),
+        (dict(weights=case["weights"][:, :8]),
+         "weights: expected 16 along dim 1 \\(one weight per head of query\\), got float32 \\[5, 8\\]"),
         (dict(query=query[0]), "query: expected \\(payload, scales\\)"),
         (dict(query=(query[0], query[1][:, :, :2])), "query\\[1\\] \\(scales\\)"),
         (dict(query_starts=case["query_starts"][:2]), "query_starts: expected 3 along dim 0"),
@@ -142,8 +143,45 @@ def test_score_rejects_bad_input(gen):
 
 
 def test_select_topk_sorted_must_be_a_bool():
-    with pytest.raises(TypeError, match="sorted: expected a bool, got int"):
+    import numpy as np
+
+    with pytest.raises(TypeError, match="sorted: expected a bool, got int 1$"):
         fp4.select_topk(torch.zeros(2, 8), torch.full((2,), 8), 2, sorted=1)
+    # Not "got bool": numpy's bool is named by its module (numpy.bool_ before numpy 2).
+    with pytest.raises(TypeError, match="sorted: expected a bool, got numpy.bool_? True$"):
+        fp4.select_topk(torch.zeros(2, 8), torch.full((2,), 8), 2, sorted=np.bool_(True))
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_row_count_mismatch_names_the_argument_and_the_queries(device):
+    """weights and row_ends hold one entry per query row: a mismatch names the tensor that
+    differs and says its size comes from the queries (their name in the call), not a bare
+    shape. On meta tensors the ops run their fake kernels, which check the same way."""
+    cache = torch.zeros(2, 64, 68, dtype=torch.uint8, device=device)
+    q = torch.zeros(3, 16, 128, device=device)
+    query = (torch.zeros(3, 16, 64, dtype=torch.uint8, device=device),
+             torch.zeros(3, 1, 4, 16, 4, dtype=torch.uint8, device=device))
+    weights, block_table = torch.zeros(3, 16, device=device), torch.zeros(1, 2, dtype=torch.int32, device=device)
+    query_starts, row_ends = torch.tensor([0, 3], device=device), torch.full((3,), 64, device=device)
+    layout = (block_table, query_starts, row_ends, 3)
+    four_rows = torch.zeros(4, 16, device=device)
+    two_ends = row_ends[:2]
+    two_ends_layout = (block_table, query_starts, two_ends, 3)
+    weights_rows = "weights: expected 3 along dim 0 \\(one row per row of {}\\), got float32 \\[4, 16\\] on " + device
+    ends_rows = "row_ends: expected 3 along dim 0 \\(one end per row of {}\\), got int64 \\[2\\] on " + device
+    bad = [
+        (lambda: fp4.score_paged(query, cache, four_rows, *layout), weights_rows.format("query")),
+        (lambda: torch.ops.fp4.score_paged(*query, cache, four_rows, *layout), weights_rows.format("query")),
+        (lambda: fp4.score_paged(q, cache, four_rows, *layout), weights_rows.format("query")),
+        (lambda: torch.ops.fp4.score_paged_bf16(q, cache, four_rows, *layout), weights_rows.format("query")),
+        (lambda: fp4.decode_step(q, cache, four_rows, *layout, 2), weights_rows.format("q")),
+        (lambda: fp4.score_paged(query, cache, weights, *two_ends_layout), ends_rows.format("query")),
+        (lambda: fp4.decode_step(q, cache, weights, *two_ends_layout, 2), ends_rows.format("q")),
+        (lambda: fp4.select_topk(torch.zeros(3, 128, device=device), two_ends, 2), ends_rows.format("logits")),
+    ]
+    for call, match in bad:
+        with pytest.raises(ValueError, match=match + "$"):
+            call()
 
 
 def test_valid_calls_check_once(gen, monkeypatch):
@@ -306,6 +344,39 @@ def test_block_table_entries_outside_the_cache(gen):
         on_bad_page[3:6, 192:256] = True
         assert logits[valid & on_bad_page].isnan().all() and (valid & on_bad_page).sum() == 6 + 7 + 8
         assert torch.equal(logits[valid & ~on_bad_page], good[valid & ~on_bad_page])
+
+
+def test_check_block_table_checks_the_layout_values(gen):
+    """``testing.check_block_table`` also refuses the layout values no ``decode_layout`` makes,
+    naming the argument, the first bad entry and its index, and takes what decode_layout makes
+    from odd lengths: no rows for a negative query length, rows past num_rows dropped, an end past
+    the block table's width (the scorer cuts it there), DCP ends, graph-padding rows."""
+    from fp4_inductor.testing import check_block_table
+
+    case = scoring_case(gen, "cpu", query_lens=[2, 1, 3], seq_lens=[150, 64, 200], heads=16)
+    cache, block_table = case["cache"], case["block_table"]
+    starts, ends = case["query_starts"], case["row_ends"]  # [0, 2, 3, 6], 8 rows
+    check_block_table(block_table, cache, starts, ends)
+    seq_lens = torch.tensor([150, 2**40, 3])  # 2**40: an end that saturates, past the width
+    for query_lens, num_rows, rank in (([2, 1, 3], 8, 0), ([2, -1, 3], 4, 1), ([4, 3, 3], 5, 0)):
+        layout = fp4.decode_layout(seq_lens, torch.tensor(query_lens), num_rows, rank, 2)
+        check_block_table(block_table, cache, *layout)
+    past_width = ends.clone()
+    past_width[0] = block_table.shape[1] * 64 + 1
+    check_block_table(block_table, cache, starts, past_width)
+    bad = [
+        (torch.tensor([1, 2, 3, 6]), ends,
+         "query_starts: expected 0 at \\[0\\] \\(request 0 starts at row 0\\), got 1$"),
+        (torch.tensor([0, 3, 2, 1]), ends, "query_starts: expected non-decreasing entries \\(a request starts where "
+                                           "the one before it ends\\), got 2 at \\[2\\] \\(bad entries: 2\\)$"),
+        (torch.tensor([0, 2, 9, 10], dtype=torch.int32), ends,
+         "query_starts: expected entries at most 8 \\(the rows of row_ends\\), got 9 at \\[2\\] \\(bad entries: 2\\)$"),
+        (starts, torch.tensor([5, 6, 7, -1, 2, 3, 0, -4]),
+         "row_ends: expected entries >= 0 \\(the keys each row sees\\), got -1 at \\[3\\] \\(bad entries: 2\\)$"),
+    ]
+    for query_starts, row_ends, match in bad:
+        with pytest.raises(ValueError, match=match):
+            check_block_table(block_table, cache, query_starts, row_ends)
 
 
 def test_decode_layout_drops_rows_past_num_rows(gen):
