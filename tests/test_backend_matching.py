@@ -2,6 +2,7 @@
 alone (writes it cannot mirror, other semantics), what it must take (broadcast weights, caches
 of several sizes, rows in any request order), and what it must not touch elsewhere in the graph."""
 
+import copy
 import logging
 
 import pytest
@@ -411,3 +412,44 @@ def test_a_block_table_padded_past_the_batch():
     want = fp4_topk(eager.cache, inputs["q"], inputs["w"], inputs["bt"], inputs["seq_lens"], inputs["query_lens"])
     assert same_sets(got[1], want[1])
 
+
+
+class ClampedTable(Indexer):
+    """ReferenceIndexer's gather: the table's first rows, entries clamped into the cache."""
+
+    def logits(self, q, w, bt, k, slots, seq_lens, query_lens):
+        self.write(k, slots)
+        pages = bt[: query_lens.shape[0]].long().clamp(0, self.cache.shape[0] - 1)
+        return paged_logits(self.cache, q, w, pages, seq_lens, query_lens, self.scores, self.head_weights)
+
+
+def test_a_clamped_block_table_reaches_the_scorer_as_the_input():
+    """A gather through ``bt[:requests].long().clamp(0, pages - 1)`` (entries past a request's
+    pages may hold anything): the scorer takes the input table, narrowed to the requests, not the
+    clamped int64 copy (a kernel per layer and step), and the launch hint counts the requests,
+    not a padded table's rows; the top-k sets are the FP4 ops' on the unpadded table."""
+    seen = {}
+
+    def backend(gm, example_inputs):
+        rewritten, _ = rewrite_indexers(copy.deepcopy(gm), example_inputs)
+        seen["graph"] = rewritten.graph
+        return gm.forward
+
+    inputs = step_inputs()
+    bt = inputs["bt"].clone()
+    bt[1, 2:] = 10**6  # past request 1's pages (90 keys: 2 pages)
+    padded = dict(inputs, bt=torch.cat([bt, torch.full((3, bt.shape[1]), -5, dtype=bt.dtype)]))
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(ClampedTable(new_cache()), backend=backend, fullgraph=True)(*[padded[n] for n in ARGS])
+        torch._dynamo.reset()
+        got = torch.compile(ClampedTable(new_cache()), backend="fp4_inductor", fullgraph=True)(
+            *[padded[n] for n in ARGS])
+    (score,) = [n for n in seen["graph"].nodes if n.target is torch.ops.fp4.score_paged.default]
+    table = score.args[4]
+    assert table.target == "narrow" and table.args[0].op == "placeholder", table.format_node()
+    assert score.args[7] == 2  # 4 rows over 2 requests; the padded table's 5 rows would give 1
+    eager = Indexer(new_cache())
+    eager(*[inputs[n] for n in ARGS])
+    want = fp4_topk(eager.cache, inputs["q"], inputs["w"], inputs["bt"], inputs["seq_lens"], inputs["query_lens"])
+    assert same_sets(got[1], want[1])
