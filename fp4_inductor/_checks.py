@@ -21,9 +21,21 @@ def describe(t: object) -> str:
     kind = type(t)
     name = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
     # numpy's scalars (its bool among them) are not all numbers.Number.
+    if _long_int(t):
+        return shown(t)
     if isinstance(t, numbers.Number) or (kind.__module__ == "numpy" and getattr(t, "ndim", None) == 0):
         return f"{name} {t}"
     return name
+
+
+def _long_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value).bit_length() > 64
+
+
+def shown(value: object) -> str:
+    """A value for a message; an int of more than 64 bits by its size (str() of one of 5000
+    digits raises)."""
+    return f"an int of {abs(value).bit_length()} bits" if _long_int(value) else str(value)
 
 
 def _dtype_names(dtypes: Sequence[torch.dtype]) -> str:
@@ -93,6 +105,16 @@ def size_matches(size, expected) -> bool:
     return True
 
 
+def size_below(size, minimum) -> bool:
+    """Whether a size is below ``minimum``: True only where it surely is; a size undecided at
+    trace time (unbacked) is asserted at run time to be at least ``minimum`` (torch's own message,
+    as in ``size_matches``), with no guard."""
+    if guard_or_false(size < minimum):
+        return True
+    torch._check(size >= minimum)
+    return False
+
+
 def check_size(name: str, t: torch.Tensor, dim: int, expected: int, what: str) -> None:
     """Check that ``t.shape[dim] == expected``; ``what`` says where ``expected`` comes from."""
     if not size_matches(t.shape[dim], expected):
@@ -115,7 +137,7 @@ def check_positive_float(name: str, value: object) -> float:
     except OverflowError:  # an int past the float range
         number = math.inf
     if not (math.isfinite(number) and number > 0):
-        raise ValueError(f"{name}: expected a finite positive number, got {value!r}")
+        raise ValueError(f"{name}: expected a finite positive number, got {shown(value)}")
     return number
 
 
@@ -135,9 +157,9 @@ def check_int(name: str, value: object, *, minimum: int | None = None, below: in
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name}: expected a Python int, got {describe(value)}")
     if minimum is not None and value < minimum:
-        raise ValueError(f"{name}: expected an int >= {minimum}, got {value}")
+        raise ValueError(f"{name}: expected an int >= {minimum}, got {shown(value)}")
     if below is not None and value >= below:
-        raise ValueError(f"{name}: expected an int < {below}, got {value}")
+        raise ValueError(f"{name}: expected an int < {below}, got {shown(value)}")
     if not fits_int64(value):
-        raise ValueError(f"{name}: expected an int that fits int64, got {value}")
+        raise ValueError(f"{name}: expected an int that fits int64, got {shown(value)}")
     return value

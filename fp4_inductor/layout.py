@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from . import formats as F
-from ._checks import INDEX_DTYPES, check_int, check_tensor, describe
+from ._checks import INDEX_DTYPES, check_int, check_tensor, describe, size_below
 
 
 def check_cache(cache: object, name: str = "cache") -> torch.Tensor:
@@ -109,7 +109,7 @@ def check_lengths(seq_lens: object, query_lens: object) -> None:
     check_tensor("seq_lens", seq_lens, dtypes=INDEX_DTYPES, shape=("requests",))
     check_tensor("query_lens", query_lens, dtypes=INDEX_DTYPES, shape=("requests",))
     assert isinstance(seq_lens, torch.Tensor) and isinstance(query_lens, torch.Tensor)
-    if seq_lens.shape[0] < query_lens.shape[0]:
+    if size_below(seq_lens.shape[0], query_lens.shape[0]):  # no guard on unbacked sizes
         raise ValueError(
             f"seq_lens: expected at least one length per request ({query_lens.shape[0]}), got {describe(seq_lens)}"
         )

@@ -20,7 +20,7 @@ from torch.fx.experimental.symbolic_shapes import guard_or_false
 
 from . import formats as F
 from ._checks import (FLOAT_DTYPES, INDEX_DTYPES, check_bool, check_dtype, check_int, check_positive_float, check_size,
-                      check_tensor, describe)
+                      check_tensor, describe, size_below)
 from .layout import allocate_merged_cache, check_cache, check_head_count, check_lengths, index_section
 from ._op_checks import check_query_precision
 from .ops import check_backend, decode_layout, decode_step, select_topk, store_keys
@@ -74,13 +74,17 @@ class IndexerProjections(nn.Module):
         check_tensor("q_lora", q_lora, dtypes=FLOAT_DTYPES, shape=("rows", self.wq_b.in_features), device=device)
         check_size("q_lora", q_lora, 0, x.shape[0], "one row per row of x")
         check_tensor("slots", slots, dtypes=INDEX_DTYPES, shape=("n",), device=device)
-        check_size("slots", slots, 0, x.shape[0], "one slot per key row")
-        check_lengths(seq_lens, query_lens)
+        check_size("slots", slots, 0, x.shape[0], "one slot per row of x")
+        # Each on the cache's device first, so that a misplaced one is named (check_lengths
+        # compares the two with each other).
         check_tensor("query_lens", query_lens, dtypes=INDEX_DTYPES, shape=("requests",), device=device)
+        check_tensor("seq_lens", seq_lens, dtypes=INDEX_DTYPES, shape=("requests",), device=device)
+        check_lengths(seq_lens, query_lens)
         check_tensor("block_table", block_table, dtypes=INDEX_DTYPES, shape=("requests", "pages_per_request"),
                      device=device)
         requests = query_lens.shape[0]
-        if block_table.shape[0] < requests:
+        # No guard on unbacked rows (a captured batch's table, its size from data): asserted at run time.
+        if size_below(block_table.shape[0], requests):
             raise ValueError(f"block_table: expected at least {requests} rows (one per request, from query_lens), "
                              f"got {describe(block_table)}")
         check_int("max_query_len", max_query_len, minimum=1)
@@ -133,7 +137,8 @@ class ReferenceIndexer(IndexerProjections):
         query_starts, row_ends = decode_layout(seq_lens, query_lens, rows)
         request = torch.searchsorted(query_starts[1:].long(), torch.arange(rows, device=q.device), right=True)
         # A table padded past the batch is read for its first rows; entries past a request's pages
-        # may hold anything (reference.score_paged's rule): clamped into the cache, masked by row_ends.
+        # may hold anything: clamped into the cache, their keys masked by row_ends. (Entries that a
+        # row needs must be pages of the cache: reference.score_paged gives NaN for others.)
         requests = query_lens.shape[0]
         request = request.clamp(max=requests - 1)
         pages = block_table[:requests].long().clamp(0, self.key_cache.shape[0] - 1)

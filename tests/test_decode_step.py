@@ -87,6 +87,10 @@ def bad_calls(case):
         (dict(k=2**31), ValueError, "k: expected an int < 2147483648"),  # int32 indices
         (dict(k=2**63), ValueError, "k: expected an int < 2147483648"),
         (dict(max_query_len=10**30), ValueError, "max_query_len: expected an int that fits int64"),
+        # An int of 5000 digits is named by its size (str() of it raises ValueError of its own).
+        (dict(max_query_len=10**5000), ValueError,
+         "max_query_len: expected an int that fits int64, got an int of 16610 bits"),
+        (dict(sorted=-(10**5000)), TypeError, "sorted: expected a bool, got an int of 16610 bits"),
         (dict(sorted=1), TypeError, "sorted: expected a bool"),
         (dict(max_query_len=0), ValueError, "max_query_len: expected an int >= 1"),
         (dict(query_precision="fp8"), ValueError, r"query_precision: expected one of \('fp4', 'bf16'\)"),
