@@ -423,33 +423,46 @@ class ClampedTable(Indexer):
         return paged_logits(self.cache, q, w, pages, seq_lens, query_lens, self.scores, self.head_weights)
 
 
-def test_a_clamped_block_table_reaches_the_scorer_as_the_input():
-    """A gather through ``bt[:requests].long().clamp(0, pages - 1)`` (entries past a request's
-    pages may hold anything): the scorer takes the input table, narrowed to the requests, not the
-    clamped int64 copy (a kernel per layer and step), and the launch hint counts the requests,
-    not a padded table's rows; the top-k sets are the FP4 ops' on the unpadded table."""
+def rewritten_graph(model, inputs):
+    """The graph the pass makes of ``model`` (run as traced, unrewritten)."""
     seen = {}
 
     def backend(gm, example_inputs):
-        rewritten, _ = rewrite_indexers(copy.deepcopy(gm), example_inputs)
-        seen["graph"] = rewritten.graph
+        seen["graph"] = rewrite_indexers(copy.deepcopy(gm), example_inputs)[0].graph
         return gm.forward
 
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(model, backend=backend, fullgraph=True)(*[inputs[n] for n in ARGS])
+    (score,) = [n for n in seen["graph"].nodes if n.target is torch.ops.fp4.score_paged.default]
+    return score
+
+
+def test_a_clamped_block_table_keeps_its_clamp():
+    """A gather through ``bt[:requests].long().clamp(0, pages - 1)`` (ReferenceIndexer's: entries
+    past a request's pages may hold anything): rewritten, with the scorer reading the clamped
+    table (what eager reads; a clamp may be what keeps a read inside the cache), and the top-k
+    sets of the FP4 ops on the unpadded table."""
     inputs = step_inputs()
     bt = inputs["bt"].clone()
     bt[1, 2:] = 10**6  # past request 1's pages (90 keys: 2 pages)
     padded = dict(inputs, bt=torch.cat([bt, torch.full((3, bt.shape[1]), -5, dtype=bt.dtype)]))
+    score = rewritten_graph(ClampedTable(new_cache()), padded)
+    table = score.args[4]
+    assert table.target == "narrow" and table.args[0].target == "clamp", table.args[0].format_node()
     torch._dynamo.reset()
     with torch.no_grad():
-        torch.compile(ClampedTable(new_cache()), backend=backend, fullgraph=True)(*[padded[n] for n in ARGS])
-        torch._dynamo.reset()
         got = torch.compile(ClampedTable(new_cache()), backend="fp4_inductor", fullgraph=True)(
             *[padded[n] for n in ARGS])
-    (score,) = [n for n in seen["graph"].nodes if n.target is torch.ops.fp4.score_paged.default]
-    table = score.args[4]
-    assert table.target == "narrow" and table.args[0].op == "placeholder", table.format_node()
-    assert score.args[7] == 2  # 4 rows over 2 requests; the padded table's 5 rows would give 1
     eager = Indexer(new_cache())
     eager(*[inputs[n] for n in ARGS])
     want = fp4_topk(eager.cache, inputs["q"], inputs["w"], inputs["bt"], inputs["seq_lens"], inputs["query_lens"])
     assert same_sets(got[1], want[1])
+
+
+def test_the_launch_hint_counts_requests_not_table_rows():
+    """The scorer's launch hint (rows per request) counts the requests in query_starts: a table
+    padded past the batch by 3 rows made it 4 rows over 5 table rows, 1, for 2 requests of 2."""
+    inputs = step_inputs()
+    padded = dict(inputs, bt=torch.cat([inputs["bt"], inputs["bt"], inputs["bt"][:1]]))
+    assert rewritten_graph(Indexer(new_cache()), padded).args[7] == 2

@@ -115,34 +115,6 @@ class Match:
         return Match(**{f.name: move(getattr(self, f.name)) for f in fields(self)})
 
 
-def _strip_table_bounds(node: Any) -> Any:
-    """The block table under casts, a clamp from 0 (``clamp(0, pages - 1)``, ``clamp_min(0)``,
-    ``clamp_max(...)``: entries past a request's pages may hold anything) and leading rows
-    (``bt[:requests]``): the scorer reads only the pages its rows need, from the first rows
-    (the rewrite narrows the table to the requests), so it takes the table itself; the clamped
-    int64 copy would cost a kernel per layer and step."""
-    while True:
-        node = _strip_casts(node)
-        name = _name(node)
-        if name in ("clamp", "clamp_min") and _arg(node, 1, "min") in (0, None):
-            node = node.args[0]
-        elif name == "clamp_max":
-            node = node.args[0]
-        elif name == "getitem" and _leading_rows(node.args[1]):
-            node = node.args[0]
-        else:
-            return node
-
-
-def _leading_rows(index: Any) -> bool:
-    """``[:n]`` or ``[0:n]`` along dim 0 (alone or before ``:``)."""
-    if isinstance(index, tuple):
-        if not index or any(i != slice(None) for i in index[1:]):
-            return False
-        index = index[0]
-    return isinstance(index, slice) and index.start in (None, 0) and index.step in (None, 1)
-
-
 def _match_gather(keys: fx.Node) -> Optional[tuple[fx.Node, fx.Node, fx.Node]]:
     """``C[bt][request]`` or ``C[bt[request]]`` (with reshapes and casts) -> (C, bt, request)."""
     outer = _strip_reshapes(keys)
@@ -154,12 +126,12 @@ def _match_gather(keys: fx.Node) -> Optional[tuple[fx.Node, fx.Node, fx.Node]]:
         # C[bt].flatten(1, 2)[request]
         cache, table = inner.args
         if isinstance(table, fx.Node):
-            return cache, _strip_table_bounds(table), _strip_casts(index)
+            return cache, _strip_casts(table), _strip_casts(index)
     if isinstance(index, fx.Node) and _name(_strip_casts(index)) == "getitem":
         # C[bt[request]].flatten(1, 2)
         table, request = _strip_casts(index).args
         if isinstance(request, fx.Node):
-            return base, _strip_table_bounds(table), _strip_casts(request)
+            return base, _strip_casts(table), _strip_casts(request)
     return None
 
 
