@@ -38,6 +38,11 @@ def shown(value: object) -> str:
     return f"an int of {abs(value).bit_length()} bits" if _long_int(value) else str(value)
 
 
+def quoted(value: object) -> str:
+    """``repr(value)`` for a message, an int of more than 64 bits by its size as ``shown`` gives it."""
+    return shown(value) if _long_int(value) else repr(value)
+
+
 def _dtype_names(dtypes: Sequence[torch.dtype]) -> str:
     return " or ".join(str(d).removeprefix("torch.") for d in dtypes)
 
@@ -45,7 +50,7 @@ def _dtype_names(dtypes: Sequence[torch.dtype]) -> str:
 def check_dtype(name: str, dtype: object, dtypes: Sequence[torch.dtype]) -> torch.dtype:
     """A dtype argument (not a tensor's dtype) that must be one of ``dtypes``."""
     if not isinstance(dtype, torch.dtype) or dtype not in dtypes:
-        raise TypeError(f"{name}: expected {_dtype_names(dtypes)}, got {dtype!r}")
+        raise TypeError(f"{name}: expected {_dtype_names(dtypes)}, got {quoted(dtype)}")
     return dtype
 
 

@@ -9,7 +9,7 @@ from torch import Tensor
 from torch.fx.experimental.symbolic_shapes import guard_or_false
 
 from . import formats as F
-from ._checks import FLOAT_DTYPES, INDEX_DTYPES, check_int, check_size, check_tensor, describe
+from ._checks import FLOAT_DTYPES, INDEX_DTYPES, check_int, check_size, check_tensor, describe, quoted
 from .layout import check_cache
 
 # What the dequantize helpers return (float64 for checks against a float64 reference).
@@ -108,7 +108,7 @@ QUERY_PRECISIONS = ("fp4", "bf16")
 
 def check_query_precision(query_precision: object) -> None:
     if not isinstance(query_precision, str) or query_precision not in QUERY_PRECISIONS:
-        raise ValueError(f"query_precision: expected one of {QUERY_PRECISIONS}, got {query_precision!r}")
+        raise ValueError(f"query_precision: expected one of {QUERY_PRECISIONS}, got {quoted(query_precision)}")
 
 
 def logits_shape(rows: int, block_table: Tensor) -> tuple[int, int]:

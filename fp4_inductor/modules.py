@@ -20,7 +20,7 @@ from torch.fx.experimental.symbolic_shapes import guard_or_false
 
 from . import formats as F
 from ._checks import (FLOAT_DTYPES, INDEX_DTYPES, check_bool, check_dtype, check_int, check_positive_float, check_size,
-                      check_tensor, describe, size_below)
+                      check_tensor, describe, quoted, size_below)
 from .layout import allocate_merged_cache, check_cache, check_head_count, check_lengths, index_section
 from ._op_checks import check_query_precision
 from .ops import check_backend, decode_layout, decode_step, select_topk, store_keys
@@ -317,7 +317,7 @@ def check_external_cache(index_cache: object, num_pages: int, page_bytes: Option
         raise ValueError(f"num_pages: expected {index_cache.shape[0]} (the pages of index_cache), got {num_pages!r}")
     if page_bytes is not None or index_offset != 0:
         raise ValueError(f"page_bytes, index_offset: expected None and 0 with index_cache (they shape the pages the "
-                         f"module allocates without one), got {page_bytes!r} and {index_offset!r}")
+                         f"module allocates without one), got {quoted(page_bytes)} and {quoted(index_offset)}")
 
 
 def swap_indexers(

@@ -22,7 +22,7 @@ from torch.library import triton_op
 
 from . import formats as F
 from . import reference
-from ._checks import INDEX_DTYPES, check_bool, check_dtype, check_int, describe, fits_int64
+from ._checks import INDEX_DTYPES, check_bool, check_dtype, check_int, describe, fits_int64, quoted
 from ._op_checks import (DEQUANTIZE_DTYPES, TOPK_K_BELOW, check_fp4_query, check_queries, check_query_precision,
                          check_score, check_score_bf16, check_score_out, check_store_keys, check_topk, check_topk_block,
                          logits_shape)
@@ -49,7 +49,7 @@ def check_backend(backend: object) -> None:
     if backend is not None and not isinstance(backend, str):
         raise TypeError(f"backend: expected None or one of {BACKENDS}, got {describe(backend)}")
     if backend is not None and backend not in BACKENDS:
-        raise ValueError(f"backend: expected None or one of {BACKENDS}, got {backend!r}")
+        raise ValueError(f"backend: expected None or one of {BACKENDS}, got {quoted(backend)}")
 
 
 def _schema_ok(*tensors: object, ints: tuple = ()) -> bool:

@@ -91,6 +91,8 @@ def bad_calls(case):
         (dict(max_query_len=10**5000), ValueError,
          "max_query_len: expected an int that fits int64, got an int of 16610 bits"),
         (dict(sorted=-(10**5000)), TypeError, "sorted: expected a bool, got an int of 16610 bits"),
+        (dict(query_precision=10**5000), ValueError, "query_precision: expected one of .*, got an int of 16610 bits"),
+        (dict(backend=10**5000), TypeError, "backend: expected None or one of .*, got an int of 16610 bits"),
         (dict(sorted=1), TypeError, "sorted: expected a bool"),
         (dict(max_query_len=0), ValueError, "max_query_len: expected an int >= 1"),
         (dict(query_precision="fp8"), ValueError, r"query_precision: expected one of \('fp4', 'bf16'\)"),
@@ -103,10 +105,15 @@ def bad_calls(case):
     ]
 
 
-@pytest.mark.parametrize("index", range(16))
+BAD_CALLS = 20
+
+
+@pytest.mark.parametrize("index", range(BAD_CALLS))
 def test_decode_step_refuses_bad_input_and_writes_nothing(gen, index):
     case = step_case(gen, "cpu")
-    changes, error, match = bad_calls(case)[index]
+    calls = bad_calls(case)
+    assert len(calls) == BAD_CALLS  # each case runs
+    changes, error, match = calls[index]
     before = case["buffer"].clone()
     args = dict(q=case["q"], cache=case["cache"], weights=case["weights"], block_table=case["block_table"],
                 query_starts=case["query_starts"], row_ends=case["row_ends"], max_query_len=case["max_query_len"], k=K,
