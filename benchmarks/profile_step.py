@@ -11,7 +11,7 @@ if any(arg in ("-h", "--help") for arg in sys.argv[1:]):
 import torch
 from torch.autograd import DeviceType
 import fp4_inductor as fp4
-from fp4_inductor.bench import build_scoring_case, median_us
+from fp4_inductor.bench import build_scoring_case, capture_graph, median_us
 
 dev = torch.device("cuda")
 print(torch.cuda.get_device_name(), torch.__version__)
@@ -25,20 +25,8 @@ calls = {"step": step, "quantize": lambda: fp4.quantize_queries(case["q"]),
          "topk": lambda: fp4.select_topk(logits, case["row_ends"], 2048)}
 
 
-def captured(fn):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    return g
-
-
 for name, fn in calls.items():
-    g = captured(fn)
+    g = capture_graph(fn)
     us = median_us(g.replay)
     for _ in range(3):
         g.replay()

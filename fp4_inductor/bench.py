@@ -253,6 +253,20 @@ def bench_topk(table: Table, rows: int, width: int, k: int, device):
     table.add(f"torch.topk k={k} {rows}x{width}", ref, bytes_moved)
 
 
+def capture_graph(fn) -> torch.cuda.CUDAGraph:
+    """``fn`` captured in a CUDA graph, after one warm call on a side stream (Triton compiles and
+    the caching allocator settles outside the capture)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph
+
+
 def bench_step(table: Table, requests: int, context: int, next_n: int, heads: int, k: int, device):
     """The decode step (``fp4.decode_step`` without keys to store: quantize queries, score, top-k)
     captured in one CUDA graph, against the sum of its kernels timed one by one."""
@@ -269,15 +283,7 @@ def bench_step(table: Table, requests: int, context: int, next_n: int, heads: in
         device_us(lambda: fp4.score_paged(query, *layout)),
         device_us(lambda: fp4.select_topk(logits, case["row_ends"], k)),
     ]
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        step()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        step()
-    us = median_us(graph.replay)
+    us = median_us(capture_graph(step).replay)
     rows = requests * next_n
     byte_model = requests * context * KEY_BYTES + 2 * rows * context * 4 + rows * heads * 256
     parts_note = " + ".join(f"{p:.1f}" for p in parts)
