@@ -218,16 +218,15 @@ def check_block_table(block_table: torch.Tensor, cache: torch.Tensor, query_star
     read = torch.zeros(requests, per_request, dtype=torch.int32, device=block_table.device)
     read = read.index_add_(0, row_requests(query_starts, rows), row_pages) > 0
     ids = block_table.to(torch.int64)
-    bad = (read & ((ids < 0) | (ids >= cache.shape[0]))).nonzero()
-    if bad.shape[0] > 0:
-        i, slot = bad[0].tolist()
-        raise ValueError(f"block_table: expected page ids in [0, {cache.shape[0]}) where rows read keys, got "
-                         f"{int(ids[i, slot])} at [{i}, {slot}] (bad entries: {bad.shape[0]})")
+    _refuse_entries("block_table", ids, read & ((ids < 0) | (ids >= cache.shape[0])),
+                    f"page ids in [0, {cache.shape[0]}) where rows read keys")
 
 
 def _refuse_entries(name: str, values: torch.Tensor, bad: torch.Tensor, expected: str) -> None:
-    """Raise naming the first entry of 1-D ``values`` where ``bad`` holds (reads device data)."""
+    """Raise naming the first entry of ``values`` where ``bad`` holds, its index and the count of
+    such entries (reads device data)."""
     where = bad.nonzero()
     if where.shape[0] > 0:
-        i = int(where[0, 0])
-        raise ValueError(f"{name}: expected {expected}, got {int(values[i])} at [{i}] (bad entries: {where.shape[0]})")
+        index = tuple(where[0].tolist())
+        raise ValueError(f"{name}: expected {expected}, got {int(values[index])} at [{', '.join(map(str, index))}] "
+                         f"(bad entries: {where.shape[0]})")
