@@ -18,11 +18,11 @@ def describe(t: object) -> str:
     module outside the builtins (a numpy bool is ``numpy.bool``, not ``bool``), and a number's value."""
     if isinstance(t, torch.Tensor):
         return f"{str(t.dtype).removeprefix('torch.')} {list(t.shape)} on {t.device}"
+    if _long_int(t):
+        return shown(t)
     kind = type(t)
     name = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
     # numpy's scalars (its bool among them) are not all numbers.Number.
-    if _long_int(t):
-        return shown(t)
     if isinstance(t, numbers.Number) or (kind.__module__ == "numpy" and getattr(t, "ndim", None) == 0):
         return f"{name} {t}"
     return name
