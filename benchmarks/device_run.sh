@@ -9,7 +9,8 @@
 # fold (`score_ab.py` at 0, 0.01 %, 0.1 %, 1 % and outlier channels, next_n=1 and 2; about 100 s
 # warm): the package's kernel, and with BASE=FILE that variant too (a copy of
 # kernels/score_kernel.py or score.py, e.g. `git show REV:fp4_inductor/kernels/score_kernel.py`),
-# bit for bit against each other. Logs go to $OUT.
+# bit for bit against each other; `cuts` the hot loop with parts cut out (`cut_parts.py`; timing only,
+# about 60 s warm). Logs go to $OUT.
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp}
 export TORCHINDUCTOR_CACHE_DIR=$(mktemp -d)
@@ -44,5 +45,13 @@ outliers)
   done
   grep -h "DIFFERS" "$OUT"/outliers_*.log
   grep -h "^| [0-9]" "$OUT"/outliers_*.log
+  ;;
+cuts)
+  python3 benchmarks/cut_parts.py /tmp/cuts > /dev/null
+  cd benchmarks
+  PYTHONPATH=$PWD/..:$PWD timeout 300 python3 score_ab.py --shapes 64x32768x1,64x32768x2,64x32768x4 --rounds 2 \
+    shipped /tmp/cuts/cut_builder.py /tmp/cuts/cut_epilogue.py /tmp/cuts/cut_both.py /tmp/cuts/cut_bare.py \
+    > "$OUT/cuts.log" 2>&1 || echo "cuts: rc $?"
+  grep -h "^| [0-9]" "$OUT/cuts.log"
   ;;
 esac
