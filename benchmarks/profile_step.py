@@ -10,19 +10,11 @@ if any(arg in ("-h", "--help") for arg in sys.argv[1:]):
 
 import torch
 from torch.autograd import DeviceType
-import fp4_inductor as fp4
-from fp4_inductor.bench import build_scoring_case, capture_graph, median_us
+from fp4_inductor.bench import capture_graph, median_us, step_calls
 
 dev = torch.device("cuda")
 print(torch.cuda.get_device_name(), torch.__version__)
-case = build_scoring_case(64, 32768, 2, 64, dev)
-layout = (case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"], 2)
-step = lambda: fp4.decode_step(case["q"], *layout, 2048)
-query = fp4.quantize_queries(case["q"])
-logits = fp4.score_paged(query, *layout)
-calls = {"step": step, "quantize": lambda: fp4.quantize_queries(case["q"]),
-         "score": lambda: fp4.score_paged(query, *layout),
-         "topk": lambda: fp4.select_topk(logits, case["row_ends"], 2048)}
+calls = step_calls(64, 32768, 2, 64, 2048, dev)
 
 
 for name, fn in calls.items():

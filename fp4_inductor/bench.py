@@ -267,23 +267,25 @@ def capture_graph(fn) -> torch.cuda.CUDAGraph:
     return graph
 
 
-def bench_step(table: Table, requests: int, context: int, next_n: int, heads: int, k: int, device):
-    """The decode step (``fp4.decode_step`` without keys to store: quantize queries, score, top-k)
-    captured in one CUDA graph, against the sum of its kernels timed one by one."""
+def step_calls(requests: int, context: int, next_n: int, heads: int, k: int, device) -> dict:
+    """The decode step (``fp4.decode_step`` without keys to store) on one scoring case, and each of
+    its ops alone on that case's inputs: callables named step, quantize, score and topk."""
     case = build_scoring_case(requests, context, next_n, heads, device)
     layout = (case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"], next_n)
-
-    def step():
-        return fp4.decode_step(case["q"], *layout, k)
-
     query = fp4.quantize_queries(case["q"])
     logits = fp4.score_paged(query, *layout)
-    parts = [
-        device_us(lambda: fp4.quantize_queries(case["q"])),
-        device_us(lambda: fp4.score_paged(query, *layout)),
-        device_us(lambda: fp4.select_topk(logits, case["row_ends"], k)),
-    ]
-    us = median_us(capture_graph(step).replay)
+    return {"step": lambda: fp4.decode_step(case["q"], *layout, k),
+            "quantize": lambda: fp4.quantize_queries(case["q"]),
+            "score": lambda: fp4.score_paged(query, *layout),
+            "topk": lambda: fp4.select_topk(logits, case["row_ends"], k)}
+
+
+def bench_step(table: Table, requests: int, context: int, next_n: int, heads: int, k: int, device):
+    """The decode step (quantize queries, score, top-k) captured in one CUDA graph, against the
+    sum of its kernels timed one by one."""
+    calls = step_calls(requests, context, next_n, heads, k, device)
+    parts = [device_us(calls[name]) for name in ("quantize", "score", "topk")]
+    us = median_us(capture_graph(calls["step"]).replay)
     rows = requests * next_n
     byte_model = requests * context * KEY_BYTES + 2 * rows * context * 4 + rows * heads * 256
     parts_note = " + ".join(f"{p:.1f}" for p in parts)

@@ -29,3 +29,17 @@ def test_command_line_names_bad_shapes(argv, named, capsys):
     with pytest.raises(SystemExit):
         main(argv)
     assert named in capsys.readouterr().err
+
+
+def test_step_calls_time_the_step_and_its_own_ops():
+    """The captured step's bench and profile compare the step with its ops run alone on the same
+    case: the top-k those ops give is the step's."""
+    import torch
+
+    from fp4_inductor.bench import step_calls
+
+    calls = step_calls(3, 256, 2, 16, 64, torch.device("cpu"))
+    values, indices = calls["step"]()
+    alone_values, alone_indices = calls["topk"]()
+    assert values.shape == (6, 64) and torch.isfinite(values).any()
+    assert torch.equal(values, alone_values) and torch.equal(indices, alone_indices)
