@@ -68,11 +68,17 @@ class IndexerProjections(nn.Module):
         """A forward's arguments, with the messages decode_layout and decode_step give, for a cache on
         ``device``; run before anything is written. Shapes, dtypes, devices and Python ints only: no
         value is read on the host, so slots outside the cache are skipped (as store_keys skips them),
-        not refused. Float inputs of another dtype than the weights are left to nn.Linear (autocast
-        takes them)."""
+        not refused. x and q_lora take the dtype of the projections that read them, or, under
+        autocast on the cache's device type, any float dtype (nn.Linear casts them there)."""
         check_tensor("x", x, dtypes=FLOAT_DTYPES, shape=("rows", self.wk.in_features), device=device)
         check_tensor("q_lora", q_lora, dtypes=FLOAT_DTYPES, shape=("rows", self.wq_b.in_features), device=device)
         check_size("q_lora", q_lora, 0, x.shape[0], "one row per row of x")
+        if not torch.is_autocast_enabled(x.device.type):
+            for name, t, linear in (("x", x, self.wk), ("q_lora", q_lora, self.wq_b)):
+                if t.dtype != linear.weight.dtype:
+                    dtype = str(linear.weight.dtype).removeprefix("torch.")
+                    raise ValueError(f"{name}: expected {dtype} (the projection's dtype; any float dtype under "
+                                     f"autocast), got {describe(t)}")
         check_tensor("slots", slots, dtypes=INDEX_DTYPES, shape=("n",), device=device)
         check_size("slots", slots, 0, x.shape[0], "one slot per row of x")
         # Each on the cache's device first, so that a misplaced one is named (check_lengths
@@ -96,6 +102,7 @@ class ReferenceIndexer(IndexerProjections):
     forward(x [rows, hidden], q_lora [rows, q_lora_rank], slots int [rows], block_table int
     [requests, pages_per_request], seq_lens int [requests], query_lens int [requests],
     max_query_len: int) -> int32 [rows, topk] token indices (-1 where a row has fewer keys).
+    x and q_lora in the module's dtype (any float dtype under autocast).
     Stores this step's keys at ``slots`` (negative: padding rows) before scoring. Arguments are
     checked as FP4Indexer checks them, before a key is written; values are not (slots outside
     the cache are skipped; block-table entries past a request's pages may hold anything).

@@ -167,7 +167,10 @@ def test_indexers_check_every_input_before_writing_their_cache(cls):
         (dict(x=x[:, :95]), ValueError, rf"^x: expected {floats} \[rows, 96\], got float32 \[7, 95\]"),
         (dict(x=x.double()), ValueError, rf"^x: expected {floats} \[rows, 96\], got float64 \[7, 96\]"),
         (dict(x=x.to("meta")), ValueError, r"^x: expected a tensor on cpu \(where the cache is\), got .* on meta"),
+        (dict(x=x.bfloat16()), ValueError,
+         r"^x: expected float32 \(the projection's dtype; any float dtype under autocast\), got bfloat16 \[7, 96\]"),
         (dict(q_lora=q_lora[:, :47]), ValueError, rf"^q_lora: expected {floats} \[rows, 48\], got float32 \[7, 47\]"),
+        (dict(q_lora=q_lora.half()), ValueError, r"^q_lora: expected float32 \(the projection's dtype; .*got float16"),
         (dict(q_lora=q_lora[:-1]), ValueError,
          r"^q_lora: expected 7 along dim 0 \(one row per row of x\), got float32 \[6, 48\]"),
         (dict(slots=None), TypeError, r"^slots: expected a tensor int32 or int64 \[n\], got NoneType"),
@@ -200,6 +203,24 @@ def test_indexers_check_every_input_before_writing_their_cache(cls):
             assert torch.equal(cache, before), change
         # The same step with good inputs does write (its slots are real): the refusals above kept keys out.
         indexer(**good)
+    assert not torch.equal(cache, before)
+
+
+@pytest.mark.parametrize("cls", [ReferenceIndexer, FP4Indexer])
+def test_indexers_take_inputs_of_other_float_dtypes_under_autocast(cls):
+    """Outside autocast, x and q_lora of another dtype than the projections are refused by name
+    (above); under autocast nn.Linear casts them, so the indexers take them and store keys."""
+    model = TinyModel(layers=1)
+    if cls is FP4Indexer:
+        swap_indexers(model)
+    fill_history(model, torch.Generator().manual_seed(5))
+    indexer = model.layers[0]["indexer"]
+    cache = indexer.key_cache if cls is ReferenceIndexer else indexer.index_cache
+    x, q_lora, slots, block_table, seq_lens, query_lens, most = decode_inputs(torch.Generator().manual_seed(6))
+    before = cache.clone()
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        chosen = indexer(x.bfloat16(), q_lora.half(), slots, block_table, seq_lens, query_lens, most)
+    assert chosen.dtype == torch.int32 and (chosen >= 0).any()
     assert not torch.equal(cache, before)
 
 
