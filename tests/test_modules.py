@@ -148,17 +148,23 @@ def test_reference_padding_rows_never_undo_a_real_write():
     assert torch.equal(ref.key_cache, untouched)
 
 
-@pytest.mark.parametrize("cls", [ReferenceIndexer, FP4Indexer])
-def test_indexers_check_every_input_before_writing_their_cache(cls):
-    """A bad step input raises by name, with the same message from both indexers, before this
-    step's keys are stored: the cache (random keys) is bit for bit unchanged. The reference
-    indexer checked nothing: torch's own errors from deep inside, some after its keys were written."""
+def one_layer_indexer(cls):
+    """The indexer of a one-layer TinyModel (swapped to FP4Indexer for that class) with random
+    keys in its cache, and that cache."""
     model = TinyModel(layers=1)
     if cls is FP4Indexer:
         swap_indexers(model)
     fill_history(model, torch.Generator().manual_seed(5))
     indexer = model.layers[0]["indexer"]
-    cache = indexer.key_cache if cls is ReferenceIndexer else indexer.index_cache
+    return indexer, indexer.key_cache if cls is ReferenceIndexer else indexer.index_cache
+
+
+@pytest.mark.parametrize("cls", [ReferenceIndexer, FP4Indexer])
+def test_indexers_check_every_input_before_writing_their_cache(cls):
+    """A bad step input raises by name, with the same message from both indexers, before this
+    step's keys are stored: the cache (random keys) is bit for bit unchanged. The reference
+    indexer checked nothing: torch's own errors from deep inside, some after its keys were written."""
+    indexer, cache = one_layer_indexer(cls)
     x, q_lora, slots, block_table, seq_lens, query_lens, most = decode_inputs(torch.Generator().manual_seed(6))
     before = cache.clone()
     floats = r"float32 or bfloat16 or float16"
@@ -210,12 +216,7 @@ def test_indexers_check_every_input_before_writing_their_cache(cls):
 def test_indexers_take_inputs_of_other_float_dtypes_under_autocast(cls):
     """Outside autocast, x and q_lora of another dtype than the projections are refused by name
     (above); under autocast nn.Linear casts them, so the indexers take them and store keys."""
-    model = TinyModel(layers=1)
-    if cls is FP4Indexer:
-        swap_indexers(model)
-    fill_history(model, torch.Generator().manual_seed(5))
-    indexer = model.layers[0]["indexer"]
-    cache = indexer.key_cache if cls is ReferenceIndexer else indexer.index_cache
+    indexer, cache = one_layer_indexer(cls)
     x, q_lora, slots, block_table, seq_lens, query_lens, most = decode_inputs(torch.Generator().manual_seed(6))
     before = cache.clone()
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
