@@ -73,12 +73,15 @@ class IndexerProjections(nn.Module):
         check_tensor("x", x, dtypes=FLOAT_DTYPES, shape=("rows", self.wk.in_features), device=device)
         check_tensor("q_lora", q_lora, dtypes=FLOAT_DTYPES, shape=("rows", self.wq_b.in_features), device=device)
         check_size("q_lora", q_lora, 0, x.shape[0], "one row per row of x")
-        if not torch.is_autocast_enabled(x.device.type):
-            for name, t, linear in (("x", x, self.wk), ("q_lora", q_lora, self.wq_b)):
-                if t.dtype != linear.weight.dtype:
-                    dtype = str(linear.weight.dtype).removeprefix("torch.")
-                    raise ValueError(f"{name}: expected {dtype} (the projection's dtype; any float dtype under "
-                                     f"autocast), got {describe(t)}")
+        # Meta has no autocast: asking raises (torch.amp.is_autocast_available would tell, but
+        # Dynamo does not trace it on torch 2.11).
+        kind = x.device.type
+        if not (kind != "meta" and torch.is_autocast_enabled(kind)):
+            for name, t, projection in (("x", x, "wk"), ("x", x, "weights_proj"), ("q_lora", q_lora, "wq_b")):
+                dtype = getattr(self, projection).weight.dtype
+                if t.dtype != dtype:
+                    raise ValueError(f"{name}: expected {str(dtype).removeprefix('torch.')} (the dtype of {projection}; "
+                                     f"any float dtype under autocast on {kind}), got {describe(t)}")
         check_tensor("slots", slots, dtypes=INDEX_DTYPES, shape=("n",), device=device)
         check_size("slots", slots, 0, x.shape[0], "one slot per row of x")
         # Each on the cache's device first, so that a misplaced one is named (check_lengths
@@ -150,7 +153,8 @@ class ReferenceIndexer(IndexerProjections):
         request = request.clamp(max=requests - 1)
         pages = block_table[:requests].long().clamp(0, self.key_cache.shape[0] - 1)
         keys = self.key_cache[pages].flatten(1, 2)[request]  # [rows, width, 128]
-        scores = torch.einsum("rhd,rjd->rhj", q, keys).float().relu()
+        # In the cache's dtype: wq_b may hold another one than wk, which fills the cache.
+        scores = torch.einsum("rhd,rjd->rhj", q.to(keys.dtype), keys).float().relu()
         logits = (scores * w.unsqueeze(-1)).sum(1)
         return select_topk(logits, row_ends, self.topk, backend="reference")[1]
 

@@ -174,9 +174,9 @@ def test_indexers_check_every_input_before_writing_their_cache(cls):
         (dict(x=x.double()), ValueError, rf"^x: expected {floats} \[rows, 96\], got float64 \[7, 96\]"),
         (dict(x=x.to("meta")), ValueError, r"^x: expected a tensor on cpu \(where the cache is\), got .* on meta"),
         (dict(x=x.bfloat16()), ValueError,
-         r"^x: expected float32 \(the projection's dtype; any float dtype under autocast\), got bfloat16 \[7, 96\]"),
+         r"^x: expected float32 \(the dtype of wk; any float dtype under autocast on cpu\), got bfloat16 \[7, 96\]"),
         (dict(q_lora=q_lora[:, :47]), ValueError, rf"^q_lora: expected {floats} \[rows, 48\], got float32 \[7, 47\]"),
-        (dict(q_lora=q_lora.half()), ValueError, r"^q_lora: expected float32 \(the projection's dtype; .*got float16"),
+        (dict(q_lora=q_lora.half()), ValueError, r"^q_lora: expected float32 \(the dtype of wq_b; .*got float16"),
         (dict(q_lora=q_lora[:-1]), ValueError,
          r"^q_lora: expected 7 along dim 0 \(one row per row of x\), got float32 \[6, 48\]"),
         (dict(slots=None), TypeError, r"^slots: expected a tensor int32 or int64 \[n\], got NoneType"),
@@ -223,6 +223,40 @@ def test_indexers_take_inputs_of_other_float_dtypes_under_autocast(cls):
         chosen = indexer(x.bfloat16(), q_lora.half(), slots, block_table, seq_lens, query_lens, most)
     assert chosen.dtype == torch.int32 and (chosen >= 0).any()
     assert not torch.equal(cache, before)
+
+
+@pytest.mark.parametrize("cls", [ReferenceIndexer, FP4Indexer])
+def test_indexers_with_projections_of_two_dtypes(cls):
+    """Each input is held to the dtype of every projection that reads it: x to wk's and
+    weights_proj's, q_lora to wq_b's. With weights_proj in bfloat16 no x is right outside
+    autocast, and the refusal names it before a write; with wq_b in bfloat16 a bfloat16 q_lora is
+    taken, and the reference indexer scores its queries against the cache's float32 keys."""
+    x, q_lora, slots, block_table, seq_lens, query_lens, most = decode_inputs(torch.Generator().manual_seed(6))
+    indexer, cache = one_layer_indexer(cls)
+    indexer.weights_proj.to(torch.bfloat16)
+    before = cache.clone()
+    with torch.no_grad(), pytest.raises(ValueError, match=r"^x: expected bfloat16 \(the dtype of weights_proj; "):
+        indexer(x, q_lora, slots, block_table, seq_lens, query_lens, most)
+    assert torch.equal(cache, before)
+    indexer, cache = one_layer_indexer(cls)
+    indexer.wq_b.to(torch.bfloat16)
+    before = cache.clone()
+    with torch.no_grad():
+        chosen = indexer(x, q_lora.bfloat16(), slots, block_table, seq_lens, query_lens, most)
+    assert (chosen >= 0).any() and not torch.equal(cache, before)
+
+
+@pytest.mark.parametrize("cls", [ReferenceIndexer, FP4Indexer])
+def test_indexers_run_on_meta(cls):
+    """A model built on meta (as large models are, before to_empty) runs a forward there, shapes
+    only: the dtype check does not ask meta for autocast, which raises."""
+    kwargs = dict(page_bytes=8192, index_offset=1024) if cls is FP4Indexer else {}
+    indexer = cls(96, 48, num_pages=12, heads=16, topk=32, device="meta", dtype=torch.float32, **kwargs)
+    x, q_lora, slots, block_table, seq_lens, query_lens, most = decode_inputs(torch.Generator().manual_seed(6))
+    meta = [t.to("meta") for t in (x, q_lora, slots, block_table, seq_lens, query_lens)]
+    with torch.no_grad():
+        chosen = indexer(*meta, most)
+    assert chosen.device.type == "meta" and chosen.shape == (7, 32) and chosen.dtype == torch.int32
 
 
 @pytest.mark.parametrize(
