@@ -1,16 +1,18 @@
 """Copies of the scorer's kernel with parts of the word-fed hot loop cut out, for timing only (their
 logits are wrong): how much of the loop's time each part holds (docs/benchmarks.md, stop 47).
 
-    python benchmarks/cut_parts.py DIR            # writes DIR/cut_{builder,epilogue,both,bare}.py
-    cd benchmarks && python score_ab.py --shapes 64x32768x1,64x32768x2 shipped DIR/cut_*.py
+    python benchmarks/cut_parts.py /tmp/cuts      # writes /tmp/cuts/cut_{builder,epilogue,both,bare}.py
+    bash benchmarks/device_run.sh cuts            # writes them and times them against the shipped kernel
 
 - builder: the FP4 -> int8 operand builder cut to two instructions per payload word (from 11),
   the code tables with it; the scale work stays;
 - epilogue: relu, the head weights and the head sum cut to a reduction that keeps the first head's
-  dot (the shuffles of the head sum stay);
+  dot (it compiles to no instruction: the head sum's shuffles go too);
 - both: the two cuts together;
 - bare: both, and the scale work too (each key's folds and largest scale, the exact pass's flag).
-  Its loop keeps the dots, their waits and the stores; the key loads go with their last use.
+  Its builder xors each word with itself, which ptxas folds to a zero operand, and with it every
+  load of the loop (keys and page ids): the loop keeps the dots (of zeros), their waits and the
+  stores.
 
 The parts do not add up: with less work in an iteration, the loads issued a tile ahead have
 less time to arrive. Each copy is kernels/score_kernel.py with definitions appended that take
@@ -80,10 +82,14 @@ def write_cuts(directory: str) -> list:
     # The CTA barrier that the query operand's shared-memory store needs goes before the tile
     # loop at every warp count. The shipped two-row loop gets it there from the head weights'
     # layout change; with the epilogue cut Triton would put it before each step's first dot.
-    loop_barrier = "if WARPS == 16:  # with or without the ping-pong"
-    if source.count(loop_barrier) != 1:
-        raise SystemExit(f"cut_parts.py: kernels/score_kernel.py no longer holds {loop_barrier!r} once")
-    source = source.replace(loop_barrier, "if True:  # cut_parts.py: at every warp count")
+    loop_barrier = "if WARPS == 16:  # with or without the ping-pong (which only the 16-warp loop takes)\n"
+    # The cuts replace these helpers by name: each must still be imported and called in the loop.
+    needed = [loop_barrier + " " * 20 + "tl.debug_barrier()", "word_operands)", "folded_logits,",
+              "= word_operands(cur_exp0, cur_x0, fewest, ASM)", "= folded_logits(acc0, w_folded,"]
+    missing = [text for text in needed if text not in source]
+    if missing:
+        raise SystemExit(f"cut_parts.py: kernels/score_kernel.py no longer holds {missing}: update the cuts")
+    source = source.replace(loop_barrier, "if True:  # cut_parts.py: at every warp count\n")
     os.makedirs(directory, exist_ok=True)
     paths = []
     for name, appended in CUTS.items():
