@@ -482,13 +482,8 @@ def test_indexers_read_a_block_table_padded_past_the_batch(cls):
     request's pages may hold anything: neither is read (the reference indexer raised IndexError
     on them, the FP4 one once refused the padding). Fewer rows than requests are refused."""
     torch.manual_seed(0)
-    model = TinyModel(layers=1)
-    if cls is FP4Indexer:
-        swap_indexers(model)
-    fill_history(model, torch.Generator().manual_seed(5))
+    indexer, cache = one_layer_indexer(cls)
     x, q_lora, slots, block_table, seq_lens, query_lens, most = decode_inputs(torch.Generator().manual_seed(6))
-    indexer = model.layers[0]["indexer"]
-    cache = indexer.key_cache if cls is ReferenceIndexer else indexer.index_cache
     padded = torch.cat([block_table, torch.full((2, block_table.shape[1]), 10**6, dtype=block_table.dtype)])
     # seq_lens 200, 64, 130: requests 1 and 2 need 1 and 3 of their 4 pages.
     padded[1, 1:] = -(10**6)
@@ -572,11 +567,7 @@ def test_indexers_compile_with_an_unbacked_padded_block_table(cls):
     from torch._dynamo.utils import counters
 
     torch.manual_seed(0)
-    model = TinyModel(layers=1)
-    if cls is FP4Indexer:
-        swap_indexers(model)
-    fill_history(model, torch.Generator().manual_seed(5))
-    indexer = model.layers[0]["indexer"]
+    indexer, cache = one_layer_indexer(cls)
     torch._dynamo.reset()
     counters.clear()
     compiled = torch.compile(indexer, backend="eager", fullgraph=True)
@@ -593,7 +584,6 @@ def test_indexers_compile_with_an_unbacked_padded_block_table(cls):
         assert counters["stats"]["unique_graphs"] == 1
         # Too few rows: the bound on the unbacked size fails (Dynamo's entry check of it on torch
         # 2.13, an AssertionError naming block_table's size) before a key is written.
-        cache = indexer.key_cache if cls is ReferenceIndexer else indexer.index_cache
         before = cache.clone()
         short = block_table[:2]
         mark_unbacked(short, 0)
