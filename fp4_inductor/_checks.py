@@ -13,11 +13,16 @@ FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 INDEX_DTYPES = (torch.int32, torch.int64)
 
 
+def dtype_name(dtype: torch.dtype) -> str:
+    """``bfloat16`` for ``torch.bfloat16``."""
+    return str(dtype).removeprefix("torch.")
+
+
 def describe(t: object) -> str:
     """``float16 [3, 64, 68] on cpu`` for a tensor; for anything else its type, named with its
     module outside the builtins (a numpy bool is ``numpy.bool``, not ``bool``), and a number's value."""
     if isinstance(t, torch.Tensor):
-        return f"{str(t.dtype).removeprefix('torch.')} {list(t.shape)} on {t.device}"
+        return f"{dtype_name(t.dtype)} {list(t.shape)} on {t.device}"
     if _long_int(t):
         return shown(t)
     kind = type(t)
@@ -44,7 +49,7 @@ def quoted(value: object) -> str:
 
 
 def _dtype_names(dtypes: Sequence[torch.dtype]) -> str:
-    return " or ".join(str(d).removeprefix("torch.") for d in dtypes)
+    return " or ".join(dtype_name(d) for d in dtypes)
 
 
 def check_dtype(name: str, dtype: object, dtypes: Sequence[torch.dtype]) -> torch.dtype:

@@ -20,7 +20,7 @@ from torch.fx.experimental.symbolic_shapes import guard_or_false
 
 from . import formats as F
 from ._checks import (FLOAT_DTYPES, INDEX_DTYPES, check_bool, check_dtype, check_int, check_positive_float, check_size,
-                      check_tensor, describe, quoted, size_below)
+                      check_tensor, describe, dtype_name, quoted, size_below)
 from .layout import allocate_merged_cache, check_cache, check_head_count, check_lengths, index_section
 from ._op_checks import check_query_precision
 from .ops import check_backend, decode_layout, decode_step, select_topk, store_keys
@@ -80,7 +80,7 @@ class IndexerProjections(nn.Module):
             for name, t, projection in (("x", x, "wk"), ("x", x, "weights_proj"), ("q_lora", q_lora, "wq_b")):
                 dtype = getattr(self, projection).weight.dtype
                 if t.dtype != dtype:
-                    raise ValueError(f"{name}: expected {str(dtype).removeprefix('torch.')} (the dtype of {projection}; "
+                    raise ValueError(f"{name}: expected {dtype_name(dtype)} (the dtype of {projection}; "
                                      f"any float dtype under autocast on {kind}), got {describe(t)}")
         check_tensor("slots", slots, dtypes=INDEX_DTYPES, shape=("n",), device=device)
         check_size("slots", slots, 0, x.shape[0], "one slot per row of x")
