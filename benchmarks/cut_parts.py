@@ -24,7 +24,7 @@ module when it compiles it), and the CTA barrier before the tile loop at every w
 import os
 import sys
 
-BUILDER = '''
+STUB = '''
 
 # --- cut: the operand builder, two instructions per payload word (wrong logits) ---
 from .score_math import widen, widen_groups  # noqa: E402
@@ -33,28 +33,30 @@ CUT_BUILDER_ASM = tl.constexpr("{ xor.b32 $0, $2, $6; xor.b32 $1, $2, $10; }")
 
 
 @triton.jit
+def stub_operands(x, lo, hi):
+    """int8 operands (a, b) [M, 64] of payload words x [M, 16]: each word xor lo, and xor hi."""
+    return tl.inline_asm_elementwise(CUT_BUILDER_ASM, "=r,=r" + ",r" * 12, [widen(x, 4), lo, hi],
+                                     dtype=(tl.int8, tl.int8), is_pure=True, pack=4)
+'''
+
+BUILDER = STUB + '''
+
+@triton.jit
 def word_operands(k_exp, x, fewest, ASM: tl.constexpr):
     k_max = tl.max(k_exp, axis=1)
     k_fold = FOLD_LIMIT - (k_max[:, None] - k_exp)
     s = widen_groups(k_fold)
-    a, b = tl.inline_asm_elementwise(CUT_BUILDER_ASM, "=r,=r" + ",r" * 12, [widen(x, 4), s, s + 1],
-                                     dtype=(tl.int8, tl.int8), is_pure=True, pack=4)
+    a, b = stub_operands(x, s, s + 1)
     return k_max, a, b, tl.minimum(fewest, tl.min(k_fold, axis=1))
 '''
 
-BARE = '''
+BARE = STUB + '''
 
-# --- cut: the operand builder and the scale work (wrong logits) ---
-from .score_math import widen  # noqa: E402
-
-CUT_BUILDER_ASM = tl.constexpr("{ xor.b32 $0, $2, $6; xor.b32 $1, $2, $10; }")
-
-
+# --- cut: the scale work too ---
 @triton.jit
 def word_operands(k_exp, x, fewest, ASM: tl.constexpr):
     words = widen(x, 4)
-    a, b = tl.inline_asm_elementwise(CUT_BUILDER_ASM, "=r,=r" + ",r" * 12, [words, words, words],
-                                     dtype=(tl.int8, tl.int8), is_pure=True, pack=4)
+    a, b = stub_operands(x, words, words)
     return tl.full((k_exp.shape[0],), 127, tl.int32), a, b, fewest
 '''
 
