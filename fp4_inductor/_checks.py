@@ -48,14 +48,14 @@ def quoted(value: object) -> str:
     return shown(value) if _long_int(value) else repr(value)
 
 
-def _dtype_names(dtypes: Sequence[torch.dtype]) -> str:
+def dtype_names(dtypes: Sequence[torch.dtype]) -> str:
     return " or ".join(dtype_name(d) for d in dtypes)
 
 
 def check_dtype(name: str, dtype: object, dtypes: Sequence[torch.dtype]) -> torch.dtype:
     """A dtype argument (not a tensor's dtype) that must be one of ``dtypes``."""
     if not isinstance(dtype, torch.dtype) or dtype not in dtypes:
-        raise TypeError(f"{name}: expected {_dtype_names(dtypes)}, got {quoted(dtype)}")
+        raise TypeError(f"{name}: expected {dtype_names(dtypes)}, got {quoted(dtype)}")
     return dtype
 
 
@@ -75,7 +75,7 @@ def check_tensor(
     docstring. ``device_of`` names the tensor whose device ``device`` is.
     """
     # The message is built only on failure: these checks run on every eager call.
-    want = lambda: f"{_dtype_names(dtypes)} [{', '.join(str(s) for s in shape)}]"  # noqa: E731
+    want = lambda: f"{dtype_names(dtypes)} [{', '.join(str(s) for s in shape)}]"  # noqa: E731
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name}: expected a tensor {want()}, got {describe(t)}")
     if t.dtype not in dtypes or t.dim() != len(shape):

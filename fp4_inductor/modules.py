@@ -20,7 +20,7 @@ from torch.fx.experimental.symbolic_shapes import guard_or_false
 
 from . import formats as F
 from ._checks import (FLOAT_DTYPES, INDEX_DTYPES, check_bool, check_dtype, check_int, check_positive_float, check_size,
-                      check_tensor, describe, dtype_name, quoted, size_below)
+                      check_tensor, describe, dtype_name, dtype_names, quoted, size_below)
 from .layout import allocate_merged_cache, check_cache, check_head_count, check_lengths, index_section
 from ._op_checks import check_query_precision
 from .ops import check_backend, decode_layout, decode_step, select_topk, store_keys
@@ -69,7 +69,15 @@ class IndexerProjections(nn.Module):
         ``device``; run before anything is written. Shapes, dtypes, devices and Python ints only: no
         value is read on the host, so slots outside the cache are skipped (as store_keys skips them),
         not refused. x and q_lora take the dtype of the projections that read them, or, under
-        autocast on the cache's device type, any float dtype (nn.Linear casts them there)."""
+        autocast on the cache's device type, any float dtype (nn.Linear casts them there).
+        The projections themselves must be float32, bfloat16 or float16: a module after
+        ``.double()`` is refused by the projection's name (autocast leaves float64 as it is)."""
+        for projection in ("wq_b", "wk", "weights_proj"):
+            dtype = getattr(self, projection).weight.dtype
+            if dtype not in FLOAT_DTYPES:
+                raise ValueError(f"{projection}: expected {dtype_names(FLOAT_DTYPES)} weights (the keys and queries "
+                                 f"it projects are quantized from those; autocast leaves float64 as it is), got "
+                                 f"{dtype_name(dtype)}: convert the module, e.g. .to(torch.bfloat16)")
         check_tensor("x", x, dtypes=FLOAT_DTYPES, shape=("rows", self.wk.in_features), device=device)
         check_tensor("q_lora", q_lora, dtypes=FLOAT_DTYPES, shape=("rows", self.wq_b.in_features), device=device)
         check_size("q_lora", q_lora, 0, x.shape[0], "one row per row of x")

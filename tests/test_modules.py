@@ -247,6 +247,31 @@ def test_indexers_with_projections_of_two_dtypes(cls):
 
 
 @pytest.mark.parametrize("cls", [ReferenceIndexer, FP4Indexer])
+def test_indexers_refuse_float64_projections_by_name(cls):
+    """A module after ``.double()``: no x could be right (the keys and queries are quantized from
+    float32, bfloat16 or float16, and autocast does not cast float64), so the projection is named,
+    whichever dtype x comes in and under autocast too, before a write. Before, x was refused twice
+    over: as float64 by the general check, and as anything else by the projection's dtype."""
+    x, q_lora, slots, block_table, seq_lens, query_lens, most = decode_inputs(torch.Generator().manual_seed(6))
+    indexer, cache = one_layer_indexer(cls)
+    indexer.wq_b.double()
+    before = cache.clone()
+    match = (r"^wq_b: expected float32 or bfloat16 or float16 weights \(.*autocast leaves float64 as it is\), got "
+             r"float64: convert the module, e.g. .to\(torch.bfloat16\)$")
+    for dtype in (torch.float64, torch.float32):
+        with torch.no_grad(), pytest.raises(ValueError, match=match):
+            indexer(x.to(dtype), q_lora.to(dtype), slots, block_table, seq_lens, query_lens, most)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16), pytest.raises(ValueError, match=match):
+        indexer(x, q_lora, slots, block_table, seq_lens, query_lens, most)
+    assert torch.equal(cache, before)
+    indexer.wq_b.float()
+    indexer.weights_proj.double()
+    with torch.no_grad(), pytest.raises(ValueError, match=r"^weights_proj: expected float32 or bfloat16 or float16"):
+        indexer(x.double(), q_lora, slots, block_table, seq_lens, query_lens, most)
+    assert torch.equal(cache, before)
+
+
+@pytest.mark.parametrize("cls", [ReferenceIndexer, FP4Indexer])
 def test_indexers_run_on_meta(cls):
     """A model built on meta (as large models are, before to_empty) runs a forward there, shapes
     only: the dtype check does not ask meta for autocast, which raises."""
