@@ -70,11 +70,12 @@ class IndexerProjections(nn.Module):
         value is read on the host, so slots outside the cache are skipped (as store_keys skips them),
         not refused. x and q_lora take the dtype of the projections that read them, or, under
         autocast on the cache's device type, any float dtype (nn.Linear casts them there).
-        The projections themselves must be float32, bfloat16 or float16: a module after
+        The projections and k_norm themselves must be float32, bfloat16 or float16: a module after
         ``.double()`` is refused by the projection's name (autocast leaves float64 as it is)."""
-        for projection in ("wq_b", "wk", "weights_proj"):
-            dtype = getattr(self, projection).weight.dtype
-            if dtype not in FLOAT_DTYPES:
+        for projection in ("wq_b", "wk", "k_norm", "weights_proj"):
+            weight = getattr(self, projection).weight
+            dtype = None if weight is None else weight.dtype  # a LayerNorm may have no weight
+            if dtype is not None and dtype not in FLOAT_DTYPES:
                 raise ValueError(f"{projection}: expected {dtype_names(FLOAT_DTYPES)} weights (the keys and queries "
                                  f"it projects are quantized from those; autocast leaves float64 as it is), got "
                                  f"{dtype_name(dtype)}: convert the module, e.g. .to(torch.bfloat16)")

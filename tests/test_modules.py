@@ -265,9 +265,11 @@ def test_indexers_refuse_float64_projections_by_name(cls):
         indexer(x, q_lora, slots, block_table, seq_lens, query_lens, most)
     assert torch.equal(cache, before)
     indexer.wq_b.float()
-    indexer.weights_proj.double()
-    with torch.no_grad(), pytest.raises(ValueError, match=r"^weights_proj: expected float32 or bfloat16 or float16"):
-        indexer(x.double(), q_lora, slots, block_table, seq_lens, query_lens, most)
+    for name in ("k_norm", "weights_proj"):
+        getattr(indexer, name).double()
+        with torch.no_grad(), pytest.raises(ValueError, match=rf"^{name}: expected float32 or bfloat16 or float16"):
+            indexer(x.double(), q_lora, slots, block_table, seq_lens, query_lens, most)
+        getattr(indexer, name).float()
     assert torch.equal(cache, before)
 
 
