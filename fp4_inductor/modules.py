@@ -76,8 +76,8 @@ class IndexerProjections(nn.Module):
             weight = getattr(self, projection).weight
             dtype = None if weight is None else weight.dtype  # a LayerNorm may have no weight
             if dtype is not None and dtype not in FLOAT_DTYPES:
-                raise ValueError(f"{projection}: expected {dtype_names(FLOAT_DTYPES)} weights (the keys and queries "
-                                 f"it projects are quantized from those; autocast leaves float64 as it is), got "
+                raise ValueError(f"{projection}: expected {dtype_names(FLOAT_DTYPES)} weights (the indexer quantizes "
+                                 f"its keys and queries from those; autocast leaves float64 as it is), got "
                                  f"{dtype_name(dtype)}: convert the module, e.g. .to(torch.bfloat16)")
         check_tensor("x", x, dtypes=FLOAT_DTYPES, shape=("rows", self.wk.in_features), device=device)
         check_tensor("q_lora", q_lora, dtypes=FLOAT_DTYPES, shape=("rows", self.wq_b.in_features), device=device)
