@@ -198,7 +198,8 @@ from fp4_inductor.kernels.sm90 import compile_scorer
 failed = []
 for rows, query_float, form in json.loads(sys.argv[1]):
     try:
-        compile_scorer(score.score_paged_kernel, rows, form, query_float=query_float, lengths="i64")
+        compile_scorer(score.score_paged_kernel, rows, form, query_float=query_float, lengths="i64",
+                       int64=("page_stride",))
     except Exception as error:
         while error.__cause__ is not None:
             error = error.__cause__
@@ -207,14 +208,47 @@ print(json.dumps(failed))
 """
 
 
-def test_every_launch_compiles_with_int64_lengths():
+def test_every_launch_compiles_with_int64_lengths_and_page_stride():
     """int64 query_starts and row_ends (decode_layout takes int64 lengths) for sm_90: in the
     16-warp ping-pong loop an int64 row end made the loop-carried flag int64 and the launch did
-    not compile, on the GPU only (the interpreter takes no asm path)."""
+    not compile, on the GPU only (the interpreter takes no asm path). The page stride int64 too,
+    as Triton's launcher types a stride of 2**31 or more (``page_offset``'s 64-bit branch)."""
     import json
 
     failed = json.loads(run_sm90_script(_COMPILE_INT64, json.dumps(LAUNCHES)).splitlines()[-1])
     assert not failed, failed
+
+
+_PAGE_OFFSET = NEEDS_SM90_TOOLS + """
+import triton, triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from fp4_inductor.kernels.score_tiles import page_offset
+
+@triton.jit
+def kernel(out, ids, stride):
+    page = tl.load(ids + tl.arange(0, 16)).to(tl.uint32).to(tl.int64)
+    tl.store(out + tl.arange(0, 16), page_offset(page, stride))
+
+for typ in ("constexpr", "i32", "i64"):
+    source = ASTSource(fn=kernel, signature={"out": "*i64", "ids": "*i32", "stride": typ},
+                       constexprs={"stride": 1} if typ == "constexpr" else {})
+    ptx = triton.compile(source, target=GPUTarget("cuda", 90, 32)).asm["ptx"]
+    print(typ, "mul.wide.u32" in ptx, "mul.lo.s64" in ptx)
+"""
+
+
+def test_page_offset_multiplies_32_bits_for_an_int32_stride(tmp_path):
+    """``page_offset`` (the word-fed loop's key addresses) for each way Triton's launcher passes
+    the page stride: an int32 takes one 32 x 32 -> 64-bit multiply, an int64 (a stride of 2**31
+    or more) the 64-bit one, and the constexpr 1 (a one-page cache may have any stride) compiles
+    at all (``.to`` of a constexpr does not). The kernel is written to a file: Triton reads a
+    @jit function's source."""
+    script = tmp_path / "page_offset_sm90.py"
+    script.write_text(_PAGE_OFFSET)
+    lines = run_sm90_script("import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__')",
+                            str(script)).split("\n")
+    assert lines[:3] == ["constexpr False False", "i32 True False", "i64 False True"], lines
 
 
 _COMPILE_PDL = NEEDS_SM90_TOOLS + """

@@ -41,10 +41,27 @@ def tile_page_ids(bt_row, block_table_page_stride, first, page_end, TILE_PAGES: 
     """Page ids of the tile's rows (block-table entries from ``first``, clamped to the share's
     last page ``page_end - 1``, so slots past the share read a page of the share itself: never
     stored, and never flagging the program for the exact pass), int64, shaped as ``tile_rows``
-    with 1 for every dimension but warp and repeat."""
+    with 1 for every dimension but warp and repeat. Zero-extended from 32 bits (a page id read
+    is one of the cache's pages, below 2**32), as ``page_offset`` takes them."""
     _, rep, w, _, _ = tile_axes(TILE_PAGES, WARPS)
     index = tl.minimum(first + (rep * (16 * WARPS) + w * 16) // 64, page_end - 1)
-    return tl.load(bt_row + index * block_table_page_stride).to(tl.int64)
+    return tl.load(bt_row + index * block_table_page_stride).to(tl.uint32).to(tl.int64)
+
+
+@triton.jit
+def page_offset(page, stride):
+    """int64 ``page * stride`` for page ids from ``tile_page_ids``. A stride below 2**31 (an int32
+    argument, or a constexpr) is zero-extended from 32 bits like the ids: one 32 x 32 -> 64-bit
+    multiply (IMAD.WIDE.U32) per address instead of a 64-bit one. sm_90, Triton 3.6: 268 instead
+    of 273 instructions per tile at next_n=1, 678 instead of 684 per pair of tiles at next_n=2;
+    H100, A/B (docs/benchmarks.md, stop 48): 104.0-104.8 against 105.1-107.5 us at 64 x 32768,
+    next_n=2, 200.5-200.6 against 202.6 at next_n=4, the same at next_n=1. A larger stride
+    comes as an int64 argument and keeps the 64-bit multiply. tl.cast, not ``.to``: Triton's
+    launcher passes a stride of 1 (a one-page cache may have any) as a constexpr."""
+    if (stride + tl.zeros((), tl.int32)).dtype == tl.int64:
+        return page * tl.cast(stride, tl.int64)
+    else:
+        return page * tl.cast(stride, tl.uint32).to(tl.int64)
 
 
 @triton.jit
@@ -91,7 +108,7 @@ def tile_scales(cache_ptr, page_stride, page, TILE_PAGES: tl.constexpr, WARPS: t
     M: tl.constexpr = 64 * TILE_PAGES
     REPS: tl.constexpr = M // (16 * WARPS)
     token, c = tile_rows(TILE_PAGES, WARPS)
-    scale_at = cache_ptr + page * page_stride + 4096 + (token % 16) * 4 + token // 16 + c * 64
+    scale_at = cache_ptr + page_offset(page, page_stride) + 4096 + (token % 16) * 4 + token // 16 + c * 64
     # To [repeat, warp, row bit 3, lane row, group].
     if GROUP_LAST:
         e5 = tl.permute(tl.load(tl.reshape(scale_at, (2, REPS, WARPS, 8, 4))), (1, 2, 0, 3, 4))
@@ -106,7 +123,7 @@ def tile_words(cache_ptr, page_stride, page, TILE_PAGES: tl.constexpr, WARPS: tl
     M: tl.constexpr = 64 * TILE_PAGES
     token, c = tile_rows(TILE_PAGES, WARPS)
     j4 = tl.arange(0, 4)[None, None, None, None, None, :]
-    words = cache_ptr.to(tl.pointer_type(tl.int32)) + page * (page_stride // 4)
+    words = cache_ptr.to(tl.pointer_type(tl.int32)) + page_offset(page, page_stride // 4)
     # A row block reads each key's payload once, and evict_first marks it so (H200, Triton 3.6,
     # A/B at 64 x 32768: next_n=1 76.5-76.8 against 78.3-78.5 us, next_n=2 110.5-110.7 against
     # 114.8-115.1, next_n=4 205.0 against 209.3-210.8; the same at 1 x 8192 to 64 x 4096).

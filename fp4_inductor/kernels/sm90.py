@@ -16,13 +16,14 @@ from .score import schedule_chunk
 
 
 def compile_scorer(kernel, rows: int, form: dict, query_float: bool = False, num_stages: int = 3,
-                   maxnreg: int | None = None, heads: int = 64, lengths: str = "i32"):
+                   maxnreg: int | None = None, heads: int = 64, lengths: str = "i32", int64: tuple = ()):
     """``kernel`` (score_paged_kernel or a variant of it) as the launcher specializes it for
     allocate_merged_cache's layouts (16-byte aligned pointers and strides), ``heads`` heads:
     ``form`` is one of ``launch_forms``' launches (its constexprs, and ``WARPS`` its num_warps;
     ``CHUNK`` too where it is not the launcher's at a large batch; ``PDL`` where it is True, as
     eager launches on sm_90 take it); ``lengths``: the element
-    type of ``query_starts`` and ``row_ends`` ("i32" or "i64")."""
+    type of ``query_starts`` and ``row_ends`` ("i32" or "i64"); ``int64``: int arguments typed int64,
+    as Triton's launcher types an int that does not fit int32 (e.g. a page stride of 2**31)."""
     params = list(inspect.signature(kernel.fn).parameters)
     query = "*bf16" if query_float else "*u8"
     pointers = {"out_ptr": "*fp32", "q_payload_ptr": query, "q_scales_ptr": query, "cache_ptr": "*u8",
@@ -33,7 +34,7 @@ def compile_scorer(kernel, rows: int, form: dict, query_float: bool = False, num
     const = {"HEADS": heads, "ROWS": rows, "CHUNK": chunk, "QUERY_FLOAT": query_float, "DOT_DTYPE": tl.bfloat16,
              "PDL": False, **form}
     const = {k: v for k, v in const.items() if k in params}
-    signature = {p: "constexpr" if p in const else pointers.get(p, "i32") for p in params}
+    signature = {p: "constexpr" if p in const else pointers.get(p, "i64" if p in int64 else "i32") for p in params}
     aligned = set(pointers) | {"out_stride", "page_stride", "weights_stride"}
     attrs = {(i,): [["tt.divisibility", 16]] for i, p in enumerate(params) if p in aligned}
     options = {"num_warps": form["WARPS"], "num_stages": num_stages}
