@@ -73,12 +73,13 @@ class IndexerProjections(nn.Module):
         The projections and k_norm themselves must be float32, bfloat16 or float16: a module after
         ``.double()`` is refused by the projection's name (autocast leaves float64 as it is)."""
         for projection in ("wq_b", "wk", "k_norm", "weights_proj"):
-            weight = getattr(self, projection).weight
-            dtype = None if weight is None else weight.dtype  # a LayerNorm may have no weight
+            # A LayerNorm may have no weight, and a model may put a module without one in its place.
+            weight = getattr(getattr(self, projection), "weight", None)
+            dtype = None if weight is None else weight.dtype
             if dtype is not None and dtype not in FLOAT_DTYPES:
-                raise ValueError(f"{projection}: expected {dtype_names(FLOAT_DTYPES)} weights (the indexer quantizes "
-                                 f"its keys and queries from those; autocast leaves float64 as it is), got "
-                                 f"{dtype_name(dtype)}: convert the module, e.g. .to(torch.bfloat16)")
+                raise ValueError(f"{projection}: expected {dtype_names(FLOAT_DTYPES)} weights (the dtypes the "
+                                 f"indexers take, under autocast too), got {dtype_name(dtype)}: convert the module, "
+                                 f"e.g. .to(torch.bfloat16)")
         check_tensor("x", x, dtypes=FLOAT_DTYPES, shape=("rows", self.wk.in_features), device=device)
         check_tensor("q_lora", q_lora, dtypes=FLOAT_DTYPES, shape=("rows", self.wq_b.in_features), device=device)
         check_size("q_lora", q_lora, 0, x.shape[0], "one row per row of x")

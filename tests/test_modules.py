@@ -256,8 +256,8 @@ def test_indexers_refuse_float64_projections_by_name(cls):
     indexer, cache = one_layer_indexer(cls)
     indexer.wq_b.double()
     before = cache.clone()
-    match = (r"^wq_b: expected float32 or bfloat16 or float16 weights \(.*autocast leaves float64 as it is\), got "
-             r"float64: convert the module, e.g. .to\(torch.bfloat16\)$")
+    match = (r"^wq_b: expected float32 or bfloat16 or float16 weights \(the dtypes the indexers take, under autocast "
+             r"too\), got float64: convert the module, e.g. .to\(torch.bfloat16\)$")
     for dtype in (torch.float64, torch.float32):
         with torch.no_grad(), pytest.raises(ValueError, match=match):
             indexer(x.to(dtype), q_lora.to(dtype), slots, block_table, seq_lens, query_lens, most)

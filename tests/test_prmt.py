@@ -197,13 +197,13 @@ from fp4_inductor.kernels import score
 from fp4_inductor.kernels.sm90 import compile_scorer
 failed = []
 for rows, query_float, form in json.loads(sys.argv[1]):
-    try:
-        compile_scorer(score.score_paged_kernel, rows, form, query_float=query_float, lengths="i64",
-                       int64=("page_stride",))
-    except Exception as error:
-        while error.__cause__ is not None:
-            error = error.__cause__
-        failed.append([rows, query_float, form, str(error)[-300:]])
+    for int64 in ((), ("page_stride",)):
+        try:
+            compile_scorer(score.score_paged_kernel, rows, form, query_float=query_float, lengths="i64", int64=int64)
+        except Exception as error:
+            while error.__cause__ is not None:
+                error = error.__cause__
+            failed.append([rows, query_float, form, int64, str(error)[-300:]])
 print(json.dumps(failed))
 """
 
@@ -211,8 +211,9 @@ print(json.dumps(failed))
 def test_every_launch_compiles_with_int64_lengths_and_page_stride():
     """int64 query_starts and row_ends (decode_layout takes int64 lengths) for sm_90: in the
     16-warp ping-pong loop an int64 row end made the loop-carried flag int64 and the launch did
-    not compile, on the GPU only (the interpreter takes no asm path). The page stride int64 too,
-    as Triton's launcher types a stride of 2**31 or more (``page_offset``'s 64-bit branch)."""
+    not compile, on the GPU only (the interpreter takes no asm path). Each with the page stride
+    an int32, and an int64 as Triton's launcher types a stride of 2**31 or more
+    (``page_offset``'s 64-bit branch)."""
     import json
 
     failed = json.loads(run_sm90_script(_COMPILE_INT64, json.dumps(LAUNCHES)).splitlines()[-1])
@@ -239,11 +240,13 @@ for typ in ("constexpr", "i32", "i64"):
 
 
 def test_page_offset_multiplies_32_bits_for_an_int32_stride(tmp_path):
-    """``page_offset`` (the word-fed loop's key addresses) for each way Triton's launcher passes
-    the page stride: an int32 takes one 32 x 32 -> 64-bit multiply, an int64 (a stride of 2**31
-    or more) the 64-bit one, and the constexpr 1 (a one-page cache may have any stride) compiles
-    at all (``.to`` of a constexpr does not). The kernel is written to a file: Triton reads a
-    @jit function's source."""
+    """``page_offset`` (the word-fed loop's key addresses) compiled for sm_90 for each way Triton's
+    launcher passes the page stride: an int32 takes one 32 x 32 -> 64-bit multiply, an int64 (a
+    stride of 2**31 or more) a 64-bit one, and the constexpr 1 compiles at all (``.to`` of a
+    constexpr does not). Whether the int64 product is the full one is for the values to say
+    (test_score.py::test_page_offset_is_the_full_product): a 64-bit multiply of the stride's
+    low 32 bits would pass here. The kernel is written to a file: Triton reads a @jit
+    function's source."""
     script = tmp_path / "page_offset_sm90.py"
     script.write_text(_PAGE_OFFSET)
     lines = run_sm90_script("import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__')",

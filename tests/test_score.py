@@ -581,6 +581,13 @@ if HAS_TRITON:
     import triton.language as tl
 
     from fp4_inductor.kernels.score_math import head_chain
+    from fp4_inductor.kernels.score_tiles import page_offset
+
+    @triton.jit
+    def _page_offset_kernel(ids_ptr, out_ptr, stride, N: tl.constexpr):
+        n = tl.arange(0, N)
+        page = tl.load(ids_ptr + n).to(tl.uint32).to(tl.int64)  # as tile_page_ids loads them
+        tl.store(out_ptr + n, page_offset(page, stride))
 
     @triton.jit
     def _head_chain_kernel(relu_ptr, w_ptr, out_ptr, M: tl.constexpr, ROWS: tl.constexpr, HEADS: tl.constexpr):
@@ -606,6 +613,22 @@ def test_head_chain_pairs_each_value_with_its_weight(rows, heads, device, gen):
     _head_chain_kernel[(1,)](relu, w, out, M=m, ROWS=rows, HEADS=heads)
     expected = (relu.double() * w.double()).reshape(m, rows, heads).sum(-1)
     torch.testing.assert_close(out.double(), expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("device", KERNEL_DEVICES)
+@pytest.mark.parametrize("stride", [1, 4352, 8192 // 4, 2**31 - 16, 2**31, 2**32 + 16, 3 * 2**32 + 1040])
+@pytest.mark.parametrize("table_dtype", [torch.int32, torch.int64])
+def test_page_offset_is_the_full_product(stride, table_dtype, device):
+    """The key addresses' page offsets (``score_tiles.page_offset``) are page id times page stride
+    in full, whichever way Triton passes the stride: a constexpr (1), an int32 (zero-extended to a
+    32 x 32-bit product) or an int64 (2**31 and up: a 64-bit product; its low 32 bits alone would
+    be wrong from 2**32 on). Page ids up to 2**31 - 1, from an int32 or int64 block table."""
+    ids = [i for i in (0, 1, 3, 4097, 2**20 + 5, 2**31 - 1) if i * stride < 2**63]
+    n = 8
+    padded = torch.tensor(ids + [1] * (n - len(ids)), dtype=table_dtype, device=device)
+    out = torch.empty(n, dtype=torch.int64, device=device)
+    _page_offset_kernel[(1,)](padded, out, stride, N=n)
+    assert out.tolist() == [i * stride for i in padded.tolist()]
 
 
 @pytest.mark.gpu

@@ -56,8 +56,9 @@ def page_offset(page, stride):
     of 273 instructions per tile at next_n=1, 678 instead of 684 per pair of tiles at next_n=2;
     H100, A/B (docs/benchmarks.md, stop 48): 104.0-104.8 against 105.1-107.5 us at 64 x 32768,
     next_n=2, 200.5-200.6 against 202.6 at next_n=4, the same at next_n=1. A larger stride
-    comes as an int64 argument and keeps the 64-bit multiply. tl.cast, not ``.to``: Triton's
-    launcher passes a stride of 1 (a one-page cache may have any) as a constexpr."""
+    comes as an int64 argument and keeps the 64-bit multiply (its low 32 bits alone would be
+    wrong from 2**32 on). tl.cast, not ``.to``: Triton's launcher passes a stride of 1 (a
+    one-page cache may have any) as a constexpr."""
     if (stride + tl.zeros((), tl.int32)).dtype == tl.int64:
         return page * tl.cast(stride, tl.int64)
     else:

@@ -25,6 +25,8 @@ def compile_scorer(kernel, rows: int, form: dict, query_float: bool = False, num
     type of ``query_starts`` and ``row_ends`` ("i32" or "i64"); ``int64``: int arguments typed int64,
     as Triton's launcher types an int that does not fit int32 (e.g. a page stride of 2**31)."""
     params = list(inspect.signature(kernel.fn).parameters)
+    if set(int64) - set(params):
+        raise ValueError(f"int64: expected parameters of {kernel.fn.__name__}, got {sorted(set(int64) - set(params))}")
     query = "*bf16" if query_float else "*u8"
     pointers = {"out_ptr": "*fp32", "q_payload_ptr": query, "q_scales_ptr": query, "cache_ptr": "*u8",
                 "weights_ptr": "*fp32", "block_table_ptr": "*i32", "query_starts_ptr": "*" + lengths,
