@@ -1,6 +1,7 @@
 """Input builders shared by the tests (fresh random data, permuted pages, merged-page strides), and
 the scripts that compile the GPU kernels for sm_90 in a fresh process."""
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -150,13 +151,28 @@ def capture(kernel):
 def run_sm90_script(script: str, *args: str) -> str:
     """stdout of ``script`` run in a fresh process without the interpreter (which cannot
     compile). Exit code 3 means the installed Triton lacks the sm_90 tools: the test skips;
-    any other failure fails it."""
+    any other failure fails it. The script may import this module."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    tests = os.path.dirname(os.path.abspath(__file__))
+    # The package, and this module (its small kernels, whose source Triton reads from the file).
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(tests), tests, env.get("PYTHONPATH", "")])
     run = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, env=env, timeout=600)
     if run.returncode == 3:
         pytest.skip(run.stderr[-300:])
     if run.returncode != 0:
         raise AssertionError(run.stderr[-3000:])
     return run.stdout
+
+
+if importlib.util.find_spec("triton") is not None:
+    import triton
+    import triton.language as tl
+
+    from fp4_inductor.kernels.score_tiles import page_offset
+
+    @triton.jit
+    def page_offset_kernel(ids_ptr, out_ptr, stride, N: tl.constexpr):
+        """``score_tiles.page_offset`` of N page ids, loaded as ``tile_page_ids`` loads them."""
+        n = tl.arange(0, N)
+        page = tl.load(ids_ptr + n).to(tl.uint32).to(tl.int64)
+        tl.store(out_ptr + n, page_offset(page, stride))

@@ -221,36 +221,28 @@ def test_every_launch_compiles_with_int64_lengths_and_page_stride():
 
 
 _PAGE_OFFSET = NEEDS_SM90_TOOLS + """
-import triton, triton.language as tl
+import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from fp4_inductor.kernels.score_tiles import page_offset
-
-@triton.jit
-def kernel(out, ids, stride):
-    page = tl.load(ids + tl.arange(0, 16)).to(tl.uint32).to(tl.int64)
-    tl.store(out + tl.arange(0, 16), page_offset(page, stride))
+from helpers import page_offset_kernel
 
 for typ in ("constexpr", "i32", "i64"):
-    source = ASTSource(fn=kernel, signature={"out": "*i64", "ids": "*i32", "stride": typ},
-                       constexprs={"stride": 1} if typ == "constexpr" else {})
+    source = ASTSource(fn=page_offset_kernel, signature={"ids_ptr": "*i32", "out_ptr": "*i64", "stride": typ,
+                                                          "N": "constexpr"},
+                       constexprs={"N": 16, **({"stride": 1} if typ == "constexpr" else {})})
     ptx = triton.compile(source, target=GPUTarget("cuda", 90, 32)).asm["ptx"]
     print(typ, "mul.wide.u32" in ptx, "mul.lo.s64" in ptx)
 """
 
 
-def test_page_offset_multiplies_32_bits_for_an_int32_stride(tmp_path):
+def test_page_offset_multiplies_32_bits_for_an_int32_stride():
     """``page_offset`` (the word-fed loop's key addresses) compiled for sm_90 for each way Triton's
     launcher passes the page stride: an int32 takes one 32 x 32 -> 64-bit multiply, an int64 (a
     stride of 2**31 or more) a 64-bit one, and the constexpr 1 compiles at all (``.to`` of a
     constexpr does not). Whether the int64 product is the full one is for the values to say
     (test_score.py::test_page_offset_is_the_full_product): a 64-bit multiply of the stride's
-    low 32 bits would pass here. The kernel is written to a file: Triton reads a @jit
-    function's source."""
-    script = tmp_path / "page_offset_sm90.py"
-    script.write_text(_PAGE_OFFSET)
-    lines = run_sm90_script("import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__')",
-                            str(script)).split("\n")
+    low 32 bits would pass here. The kernel is the values test's (helpers.page_offset_kernel)."""
+    lines = run_sm90_script(_PAGE_OFFSET).split("\n")
     assert lines[:3] == ["constexpr False False", "i32 True False", "i64 False True"], lines
 
 

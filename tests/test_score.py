@@ -581,13 +581,7 @@ if HAS_TRITON:
     import triton.language as tl
 
     from fp4_inductor.kernels.score_math import head_chain
-    from fp4_inductor.kernels.score_tiles import page_offset
-
-    @triton.jit
-    def _page_offset_kernel(ids_ptr, out_ptr, stride, N: tl.constexpr):
-        n = tl.arange(0, N)
-        page = tl.load(ids_ptr + n).to(tl.uint32).to(tl.int64)  # as tile_page_ids loads them
-        tl.store(out_ptr + n, page_offset(page, stride))
+    from helpers import page_offset_kernel
 
     @triton.jit
     def _head_chain_kernel(relu_ptr, w_ptr, out_ptr, M: tl.constexpr, ROWS: tl.constexpr, HEADS: tl.constexpr):
@@ -627,7 +621,7 @@ def test_page_offset_is_the_full_product(stride, table_dtype, device):
     n = 8
     padded = torch.tensor(ids + [1] * (n - len(ids)), dtype=table_dtype, device=device)
     out = torch.empty(n, dtype=torch.int64, device=device)
-    _page_offset_kernel[(1,)](padded, out, stride, N=n)
+    page_offset_kernel[(1,)](padded, out, stride, N=n)
     assert out.tolist() == [i * stride for i in padded.tolist()]
 
 
