@@ -75,11 +75,10 @@ class IndexerProjections(nn.Module):
         for projection in ("wq_b", "wk", "k_norm", "weights_proj"):
             # A LayerNorm may have no weight, and a model may put a module without one in its place.
             weight = getattr(getattr(self, projection), "weight", None)
-            dtype = None if weight is None else weight.dtype
-            if dtype is not None and dtype not in FLOAT_DTYPES:
+            if weight is not None and weight.dtype not in FLOAT_DTYPES:
                 raise ValueError(f"{projection}: expected {dtype_names(FLOAT_DTYPES)} weights (the dtypes the "
-                                 f"indexers take, under autocast too), got {dtype_name(dtype)}: convert the module, "
-                                 f"e.g. .to(torch.bfloat16)")
+                                 f"indexers take, under autocast too), got {dtype_name(weight.dtype)}: convert the "
+                                 f"module, e.g. .to(torch.bfloat16)")
         check_tensor("x", x, dtypes=FLOAT_DTYPES, shape=("rows", self.wk.in_features), device=device)
         check_tensor("q_lora", q_lora, dtypes=FLOAT_DTYPES, shape=("rows", self.wq_b.in_features), device=device)
         check_size("q_lora", q_lora, 0, x.shape[0], "one row per row of x")
