@@ -1,0 +1,284 @@
+"""An int8 wgmma written in inline PTX inside a Triton kernel, left in flight while the warpgroup
+loads and sums (docs/benchmarks.md, stop 49): the one route to overlapping the scorer's dots with
+its integer work that stays a Triton kernel (so Inductor can emit it), since Triton's own
+pipeliner never leaves an int32-accumulator dot in flight (`wgmma_accumulators.py`).
+
+    python benchmarks/asm_wgmma.py --compile   # any machine: sm_90 SASS waits and ptxas's verdict
+    python benchmarks/asm_wgmma.py             # a Hopper GPU: values against torch, and the loop's time
+
+Each of the 128 threads of one warpgroup holds one element of every tensor, so the kernel states
+wgmma's register fragments itself, whatever layouts Triton picks:
+- the query operand B (64 heads x 128, int8, K-major) sits in a 8 KB shared array declared inside
+  the PTX (one asm statement, whose result is the array's address), in wgmma's canonical layout
+  without swizzle: 8 x 16-byte core matrices, 128 bytes apart along K, 256 along N, 2 KB per
+  K=32 step;
+- a dot is one asm statement (`ISSUE`): four m64n64k32 s8 wgmmas on 16 A registers (the thread's
+  fragment: rows g and g + 8 of its warp's 16, bytes 4t.. and 16 + 4t.. of each K=32 step) into
+  32 accumulator registers, then a commit; `WAIT1` / `WAIT0` wait for all but the newest group /
+  for all, and pass the accumulators on, so that everything reading them comes after the wait.
+ptxas keeps a dot in flight only where nothing else writes its A registers or reads its
+accumulators before the wait: the loads of the next tile must come after the wait of the dot
+that read the registers they reuse, and no dot may stay in flight across the loop's back edge
+(ptxas serializes every wgmma otherwise: warnings C7513, C7514). The loop below issues two tiles'
+dots back to back, waits for the first, loads the next first tile and sums the first, then the
+same for the second. Its "sync" form waits for each dot at once, as Triton's `tl.dot` does.
+"""
+
+import argparse
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+
+import triton
+
+# ---- inline PTX ---------------------------------------------------------------------------------
+DECLARE = "{ .shared .align 1024 .b8 fp4_queries[8192]; mov.u32 $0, fp4_queries; }"
+STORE = "{ st.shared.u32 [$1], $2; mov.u32 $0, 0; }"
+PUBLISH = "{ fence.proxy.async.shared::cta; bar.sync 0; mov.u32 $0, $1; }"
+QUAD_SUM = ("{ .reg .f32 x; shfl.sync.bfly.b32 x, $1, 1, 31, 0xffffffff; add.f32 $0, $1, x; "
+            "shfl.sync.bfly.b32 x, $0, 2, 31, 0xffffffff; add.f32 $0, $0, x; }")
+
+
+def issue_asm() -> str:
+    parts = ["{ .reg .pred p; .reg .b64 d; .reg .u32 s; wgmma.fence.sync.aligned;"]
+    accumulators = ", ".join(f"${i}" for i in range(32))
+    for step in range(4):
+        # descriptor: start address >> 4 (bits 0-13), leading offset 128 >> 4 (16-29), stride offset
+        # 256 >> 4 (32-45), no swizzle; scale-d false on the first step (the accumulators start at 0)
+        parts.append(f"add.u32 s, $48, {step * 2048}; shr.u32 s, s, 4; and.b32 s, s, 0x3FFF; cvt.u64.u32 d, s; "
+                     f"or.b64 d, d, 0x0000001000080000; setp.ne.u32 p, {int(step > 0)}, 0;")
+        a = ", ".join(f"${32 + 4 * step + i}" for i in range(4))
+        parts.append(f"wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 {{{accumulators}}}, {{{a}}}, d, p;")
+    parts.append("wgmma.commit_group.sync.aligned; }")
+    return " ".join(parts)
+
+
+def wait_asm(pending: int) -> str:
+    moves = " ".join(f"mov.b32 ${i}, ${i + 32};" for i in range(32))
+    return f"{{ wgmma.wait_group.sync.aligned {pending}; {moves} }}"
+
+
+# ---- the kernels, written out (Triton reads a kernel's source from its file) --------------------
+def names(prefix: str, count: int) -> str:
+    return ", ".join(f"{prefix}{i}" for i in range(count))
+
+
+def load_fragment(name: str, tile: str) -> list[str]:
+    rows = (("r_lo", 0), ("r_hi", 0), ("r_lo", 4), ("r_hi", 4))
+    return [f"{name}{4 * step + i} = tl.load(words + ({tile}) * 2048 + {row} + {step * 8 + off} + t)"
+            for step in range(4) for i, (row, off) in enumerate(rows)]
+
+
+def issue(acc: str, a: str) -> str:
+    return (f"{names(acc, 32)} = tl.inline_asm_elementwise(ISSUE, ISSUE_C, [{names(a, 16)}, queries], "
+            "dtype=(tl.int32,) * 32, is_pure=True, pack=1)")
+
+
+def wait(acc: str, pending: int) -> str:
+    return (f"{names(acc, 32)} = tl.inline_asm_elementwise(WAIT{pending}, WAIT_C, [{names(acc, 32)}], "
+            "dtype=(tl.int32,) * 32, is_pure=True, pack=1)")
+
+
+def row_sums(acc: str, tile: str) -> list[str]:
+    """sum over heads of w_h relu(acc) for the thread's two rows, summed over the quad, folded into
+    the thread's running checksum (rows g and g + 8 weighted 1 and 0.5, the tile by its number)."""
+    def half(elements):
+        return " + ".join(f"tl.maximum({acc}{4 * j + e}.to(tl.float32), 0.0) * w{2 * j + e % 2}"
+                          for j in range(8) for e in elements)
+    return [f"lo = quad_sum({half((0, 1))})", f"hi = quad_sum({half((2, 3))})",
+            f"total += tl.where(t == 0, lo + hi * 0.5, 0.0) * (({tile}) + 1)"]
+
+
+def indent(lines: list[str], spaces: int) -> str:
+    return "\n".join(" " * spaces + line for line in lines)
+
+
+PROLOGUE = '''    thread = tl.arange(0, 128)
+    g = thread % 32 // 4
+    t = thread % 4
+    r_lo = (16 * (thread // 32) + g) * 32
+    r_hi = r_lo + 8 * 32
+    queries = tl.inline_asm_elementwise(DECLARE, "=r,r", [thread], dtype=tl.int32, is_pure=True, pack=1)
+    source = b_ptr.to(tl.pointer_type(tl.int32))
+    stored = tl.zeros([128], tl.int32)
+    for q in tl.static_range(16):
+        word = thread * 16 + q
+        n = word // 32
+        k = word % 32 * 4
+        at = queries + k // 32 * 2048 + n // 8 * 256 + k % 32 // 16 * 128 + n % 8 * 16 + k % 16
+        stored += tl.inline_asm_elementwise(STORE, "=r,r,r", [at, tl.load(source + word)], dtype=tl.int32,
+                                            is_pure=True, pack=1)
+    queries = tl.inline_asm_elementwise(PUBLISH, "=r,r,r", [queries, stored], dtype=tl.int32, is_pure=True, pack=1)
+'''
+
+
+def kernels_source() -> str:
+    store = [f"tl.store(d{k}_ptr + (16 * (thread // 32) + g + {8 * (e // 2)}) * 64 + {8 * j} + 2 * t + {e % 2}, "
+             f"{acc}{4 * j + e})" for k, acc in ((1, "d"), (2, "e")) for j in range(8) for e in range(4)]
+    two_dots = (["words = a_ptr.to(tl.pointer_type(tl.int32))"] + load_fragment("a", "0") + [issue("d", "a")]
+                + ["words = a2_ptr.to(tl.pointer_type(tl.int32))"] + load_fragment("b", "0") + [issue("e", "b")]
+                + [wait("d", 1)] + store[:32] + [wait("e", 0)] + store[32:])
+    weights = [f"w{i} = tl.load(w_ptr + {8 * (i // 2)} + 2 * t + {i % 2})" for i in range(16)]
+    overlapped = [issue("d", "a"), issue("e", "b"), wait("d", 1)] + load_fragment("a", "(2 * i + 2) % key_tiles") \
+        + row_sums("d", "2 * i") + [wait("e", 0)] + load_fragment("b", "(2 * i + 3) % key_tiles") + row_sums("e", "2 * i + 1")
+    waited = load_fragment("a", "i % key_tiles") + [issue("d", "a"), wait("d", 0)] + row_sums("d", "i")
+    return f'''import triton
+import triton.language as tl
+
+DECLARE = tl.constexpr({DECLARE!r})
+STORE = tl.constexpr({STORE!r})
+PUBLISH = tl.constexpr({PUBLISH!r})
+QUAD_SUM = tl.constexpr({QUAD_SUM!r})
+ISSUE = tl.constexpr({issue_asm()!r})
+WAIT0 = tl.constexpr({wait_asm(0)!r})
+WAIT1 = tl.constexpr({wait_asm(1)!r})
+ISSUE_C = tl.constexpr({",".join(["=r"] * 32 + ["r"] * 17)!r})
+WAIT_C = tl.constexpr({",".join(["=r"] * 32 + ["r"] * 32)!r})
+
+
+@triton.jit
+def quad_sum(v):
+    return tl.inline_asm_elementwise(QUAD_SUM, "=f,f", [v], dtype=tl.float32, is_pure=True, pack=1)
+
+
+@triton.jit
+def two_dots(a_ptr, a2_ptr, b_ptr, d1_ptr, d2_ptr):
+    """d1 = a @ b.T and d2 = a2 @ b.T (int8 [64, 128] each, int32 [64, 64] out), the second issued
+    while the first is in flight."""
+{PROLOGUE}
+{indent(two_dots, 4)}
+
+
+@triton.jit
+def tile_loop(k_ptr, b_ptr, w_ptr, out_ptr, n_tiles, key_tiles, OVERLAP: tl.constexpr):
+    """n_tiles tiles of 64 int8 keys x 128 (tile i is key tile i % key_tiles of this program's
+    keys) against 64 query heads: relu, the head weights, a row sum, folded into a checksum per
+    thread; OVERLAP: two tiles' dots in flight together, else each waited at once."""
+{PROLOGUE}
+{indent(weights, 4)}
+    words = k_ptr.to(tl.pointer_type(tl.int32)) + tl.program_id(0) % 4 * 2048
+    total = tl.zeros([128], tl.float32)
+    if OVERLAP:
+{indent(load_fragment("a", "0") + load_fragment("b", "1"), 8)}
+        for i in range(0, n_tiles // 2):
+{indent(overlapped, 12)}
+    else:
+        for i in range(0, n_tiles):
+{indent(waited, 12)}
+    tl.store(out_ptr + tl.program_id(0) * 128 + thread, total)
+'''
+
+
+def load_kernels(directory: str):
+    path = os.path.join(directory, "asm_wgmma_kernels.py")
+    with open(path, "w") as f:
+        f.write(kernels_source())
+    spec = importlib.util.spec_from_file_location("asm_wgmma_kernels", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def compile_report(kernels) -> None:
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    bin_dir = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin")
+    cases = [("two_dots", kernels.two_dots, {}),
+             ("tile_loop, each dot waited", kernels.tile_loop, {"OVERLAP": False}),
+             ("tile_loop, two dots in flight", kernels.tile_loop, {"OVERLAP": True})]
+    print(f"triton {triton.__version__}, sm_90")
+    print("| kernel | registers | wgmma groups and waits, in order | ptxas |")
+    print("| --- | --- | --- | --- |")
+    for name, kernel, constexprs in cases:
+        pointers = {p: "*i8" for p in ("a_ptr", "a2_ptr", "b_ptr", "k_ptr")}
+        pointers.update({"d1_ptr": "*i32", "d2_ptr": "*i32", "w_ptr": "*fp32", "out_ptr": "*fp32"})
+        params = kernel.arg_names
+        signature = {p: "constexpr" if p in constexprs else pointers.get(p, "i32") for p in params}
+        compiled = triton.compile(ASTSource(fn=kernel, signature=signature, constexprs=constexprs),
+                                  target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+        with tempfile.TemporaryDirectory() as scratch:
+            ptx, cubin = os.path.join(scratch, "k.ptx"), os.path.join(scratch, "k.cubin")
+            open(ptx, "w").write(compiled.asm["ptx"])
+            open(cubin, "wb").write(compiled.asm["cubin"])
+            verdict = subprocess.run([os.path.join(bin_dir, "ptxas"), "-arch=sm_90a", "-v", ptx, "-o",
+                                      os.path.join(scratch, "v.cubin")], capture_output=True, text=True).stderr
+            sass = subprocess.run([os.path.join(bin_dir, "cuobjdump"), "--dump-sass", cubin],
+                                  capture_output=True, text=True, check=True).stdout
+            usage = subprocess.run([os.path.join(bin_dir, "cuobjdump"), "--dump-resource-usage", cubin],
+                                   capture_output=True, text=True, check=True).stdout
+        registers = usage.split("REG:")[1].split()[0]
+        order = []
+        for line in sass.splitlines():
+            if "GMMA" in line and "gsb0" in line:
+                order.append("group")
+            elif "WARPGROUP.DEPBAR" in line:
+                order.append("wait " + line.split("gsb0,")[1].split(";")[0].strip())
+        warnings = [w.split(")")[0].split("(")[-1] for w in verdict.splitlines() if "(C75" in w]
+        print(f"| {name} | {registers} | {', '.join(order)} | "
+              f"{'serialized: ' + ', '.join(warnings) if warnings else 'no warning'} |")
+
+
+def run_gpu(kernels) -> None:
+    import torch
+
+    torch.manual_seed(0)
+    print(torch.cuda.get_device_name(), "torch", torch.__version__, "triton", triton.__version__)
+    a, a2, b = (torch.randint(-96, 97, (64, 128), dtype=torch.int8, device="cuda") for _ in range(3))
+    d1, d2 = (torch.full((64, 64), -7, dtype=torch.int32, device="cuda") for _ in range(2))
+    kernels.two_dots[(1,)](a, a2, b, d1, d2, num_warps=4)
+    for name, got, x in (("first", d1, a), ("second", d2, a2)):
+        expected = x.cpu().long() @ b.cpu().long().T
+        print(f"two_dots, {name} dot: {int((got.cpu().long() != expected).sum())} of 4096 entries differ from torch")
+
+    key_tiles, n_tiles, programs = 64, 64, 132 * 4
+    keys = torch.randint(-96, 97, (4 * 64 + key_tiles * 64, 128), dtype=torch.int8, device="cuda")
+    weights = torch.rand(64, device="cuda")
+    expected = torch.zeros(4, 128, dtype=torch.float64)
+    for p in range(4):
+        per_row = torch.zeros(64, dtype=torch.float64)
+        for i in range(n_tiles):
+            tile = keys[p * 64 + i % key_tiles * 64:][:64].cpu().double()
+            per_row += ((tile @ b.cpu().double().T).clamp(min=0) @ weights.cpu().double()) * (i + 1)
+        for thread in range(0, 128, 4):
+            row = 16 * (thread // 32) + thread % 32 // 4
+            expected[p, thread] = per_row[row] + 0.5 * per_row[row + 8]
+    print("| tile_loop (528 programs x 64 tiles of 64 keys) | us per launch (CUDA-graph replay, median of 7) | "
+          "largest relative error, programs 0-3 |")
+    print("| --- | --- | --- |")
+    for overlap in (False, True):
+        out = torch.empty(programs * 128, device="cuda")
+
+        def launch():
+            kernels.tile_loop[(programs,)](keys, b, weights, out, n_tiles, key_tiles, OVERLAP=overlap, num_warps=4)
+        launch()
+        torch.cuda.synchronize()
+        got = out[:4 * 128].view(4, 128).cpu().double()
+        error = ((got - expected).abs() / expected.abs().clamp(min=1)).max().item()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(10):
+                launch()
+        graph.replay()
+        times = []
+        for _ in range(7):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            graph.replay()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end) * 100)
+        label = "two dots in flight" if overlap else "each dot waited"
+        print(f"| {label} | {sorted(times)[3]:.1f} | {error:.1e} |")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--compile", action="store_true", help="only compile for sm_90 and report the waits")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as directory:
+        sys.path.insert(0, directory)
+        kernels = load_kernels(directory)
+        compile_report(kernels) if args.compile else run_gpu(kernels)
