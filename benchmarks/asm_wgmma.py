@@ -6,8 +6,8 @@ pipeliner never leaves an int32-accumulator dot in flight (`wgmma_accumulators.p
     python benchmarks/asm_wgmma.py --compile   # any machine: sm_90 SASS waits and ptxas's verdict
     python benchmarks/asm_wgmma.py             # a Hopper GPU: values against torch, and the loop's time
 
-Each of the 128 threads of one warpgroup holds one element of every tensor, so the kernel states
-wgmma's register fragments itself, whatever layouts Triton picks:
+The kernels run on 4 warps (one warpgroup) with tensors of 128 elements, so that thread i holds
+element i of each, and state wgmma's register fragments themselves:
 - the query operand B (64 heads x 128, int8, K-major) sits in a 8 KB shared array declared inside
   the PTX (one asm statement, whose result is the array's address), in wgmma's canonical layout
   without swizzle: 8 x 16-byte core matrices, 128 bytes apart along K, 256 along N, 2 KB per
@@ -21,7 +21,12 @@ accumulators before the wait: the loads of the next tile must come after the wai
 that read the registers they reuse, and no dot may stay in flight across the loop's back edge
 (ptxas serializes every wgmma otherwise: warnings C7513, C7514). The loop below issues two tiles'
 dots back to back, waits for the first, loads the next first tile and sums the first, then the
-same for the second. Its "sync" form waits for each dot at once, as Triton's `tl.dot` does.
+same for the second ("in flight"). Two baselines: the same schedule with each dot waited right
+after its issue ("prefetch, waited": the loads come as early, the dots do not overlap), and each
+tile loaded right before its dot and waited at once ("waited"). Every program reads the same
+557 KB of keys, so the loads hit L2: the timing isolates the overlap, not the scorer's HBM reads.
+The GPU mode checks that the launched binaries have the waits above, and exits non-zero on a
+wrong value or order.
 """
 
 import argparse
@@ -121,8 +126,13 @@ def kernels_source() -> str:
                 + ["words = a2_ptr.to(tl.pointer_type(tl.int32))"] + load_fragment("b", "0") + [issue("e", "b")]
                 + [wait("d", 1)] + store[:32] + [wait("e", 0)] + store[32:])
     weights = [f"w{i} = tl.load(w_ptr + {8 * (i // 2)} + 2 * t + {i % 2})" for i in range(16)]
-    overlapped = [issue("d", "a"), issue("e", "b"), wait("d", 1)] + load_fragment("a", "(2 * i + 2) % key_tiles") \
-        + row_sums("d", "2 * i") + [wait("e", 0)] + load_fragment("b", "(2 * i + 3) % key_tiles") + row_sums("e", "2 * i + 1")
+    def pairs(dots, second_wait):
+        """Tiles 2i and 2i + 1 with their dots as given; each tile's A registers are reloaded only
+        after the wait of the dot that read them."""
+        return dots + load_fragment("a", "(2 * i + 2) % key_tiles") + row_sums("d", "2 * i") + second_wait \
+            + load_fragment("b", "(2 * i + 3) % key_tiles") + row_sums("e", "2 * i + 1")
+    in_flight = pairs([issue("d", "a"), issue("e", "b"), wait("d", 1)], [wait("e", 0)])
+    prefetch_waited = pairs([issue("d", "a"), wait("d", 0), issue("e", "b"), wait("e", 0)], [])
     waited = load_fragment("a", "i % key_tiles") + [issue("d", "a"), wait("d", 0)] + row_sums("d", "i")
     return f'''import triton
 import triton.language as tl
@@ -152,18 +162,23 @@ def two_dots(a_ptr, a2_ptr, b_ptr, d1_ptr, d2_ptr):
 
 
 @triton.jit
-def tile_loop(k_ptr, b_ptr, w_ptr, out_ptr, n_tiles, key_tiles, OVERLAP: tl.constexpr):
+def tile_loop(k_ptr, b_ptr, w_ptr, out_ptr, n_tiles, key_tiles, SCHEDULE: tl.constexpr):
     """n_tiles tiles of 64 int8 keys x 128 (tile i is key tile i % key_tiles of this program's
     keys) against 64 query heads: relu, the head weights, a row sum, folded into a checksum per
-    thread; OVERLAP: two tiles' dots in flight together, else each waited at once."""
+    thread. SCHEDULE 2: tiles in pairs, both dots in flight together; 1: the same loads and sums,
+    each dot waited after its issue; 0: each tile loaded before its dot and waited at once."""
 {PROLOGUE}
 {indent(weights, 4)}
     words = k_ptr.to(tl.pointer_type(tl.int32)) + tl.program_id(0) % 4 * 2048
     total = tl.zeros([128], tl.float32)
-    if OVERLAP:
+    if SCHEDULE == 2:
 {indent(load_fragment("a", "0") + load_fragment("b", "1"), 8)}
         for i in range(0, n_tiles // 2):
-{indent(overlapped, 12)}
+{indent(in_flight, 12)}
+    elif SCHEDULE == 1:
+{indent(load_fragment("a", "0") + load_fragment("b", "1"), 8)}
+        for i in range(0, n_tiles // 2):
+{indent(prefetch_waited, 12)}
     else:
         for i in range(0, n_tiles):
 {indent(waited, 12)}
@@ -181,14 +196,35 @@ def load_kernels(directory: str):
     return module
 
 
+SCHEDULES = {0: "each dot waited", 1: "prefetch, waited", 2: "in flight"}
+# The wgmma groups and waits each kernel must compile to (the loops' bodies, then what follows).
+EXPECTED = {"two_dots": "group, group, wait 0x1, wait 0x0", 0: "group, wait 0x0",
+            1: "group, wait 0x0, group, wait 0x0", 2: "group, group, wait 0x1, wait 0x0"}
+
+
+def wgmma_order(cubin: bytes) -> str:
+    """The kernel's wgmma groups (the GMMA that closes each) and waits, in SASS order."""
+    cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/cuobjdump")
+    with tempfile.TemporaryDirectory() as scratch:
+        path = os.path.join(scratch, "k.cubin")
+        open(path, "wb").write(cubin)
+        sass = subprocess.run([cuobjdump, "--dump-sass", path], capture_output=True, text=True, check=True).stdout
+    order = []
+    for line in sass.splitlines():
+        if "GMMA" in line and "gsb0" in line:
+            order.append("group")
+        elif "WARPGROUP.DEPBAR" in line:
+            order.append("wait " + line.split("gsb0,")[1].split(";")[0].strip())
+    return ", ".join(order)
+
+
 def compile_report(kernels) -> None:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     bin_dir = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin")
-    cases = [("two_dots", kernels.two_dots, {}),
-             ("tile_loop, each dot waited", kernels.tile_loop, {"OVERLAP": False}),
-             ("tile_loop, two dots in flight", kernels.tile_loop, {"OVERLAP": True})]
+    cases = [("two_dots", kernels.two_dots, {})] + [
+        (f"tile_loop, {SCHEDULES[schedule]}", kernels.tile_loop, {"SCHEDULE": schedule}) for schedule in (0, 1, 2)]
     print(f"triton {triton.__version__}, sm_90")
     print("| kernel | registers | wgmma groups and waits, in order | ptxas |")
     print("| --- | --- | --- | --- |")
@@ -205,19 +241,15 @@ def compile_report(kernels) -> None:
             open(cubin, "wb").write(compiled.asm["cubin"])
             verdict = subprocess.run([os.path.join(bin_dir, "ptxas"), "-arch=sm_90a", "-v", ptx, "-o",
                                       os.path.join(scratch, "v.cubin")], capture_output=True, text=True).stderr
-            sass = subprocess.run([os.path.join(bin_dir, "cuobjdump"), "--dump-sass", cubin],
-                                  capture_output=True, text=True, check=True).stdout
             usage = subprocess.run([os.path.join(bin_dir, "cuobjdump"), "--dump-resource-usage", cubin],
                                    capture_output=True, text=True, check=True).stdout
         registers = usage.split("REG:")[1].split()[0]
-        order = []
-        for line in sass.splitlines():
-            if "GMMA" in line and "gsb0" in line:
-                order.append("group")
-            elif "WARPGROUP.DEPBAR" in line:
-                order.append("wait " + line.split("gsb0,")[1].split(";")[0].strip())
+        order = wgmma_order(compiled.asm["cubin"])
+        declared = compiled.asm["ptx"].count(".shared .align 1024 .b8 fp4_queries")
+        if declared != 1:
+            raise SystemExit(f"{name}: expected one shared array declared in the PTX, found {declared}")
         warnings = [w.split(")")[0].split("(")[-1] for w in verdict.splitlines() if "(C75" in w]
-        print(f"| {name} | {registers} | {', '.join(order)} | "
+        print(f"| {name} | {registers} | {order} | "
               f"{'serialized: ' + ', '.join(warnings) if warnings else 'no warning'} |")
 
 
@@ -226,12 +258,18 @@ def run_gpu(kernels) -> None:
 
     torch.manual_seed(0)
     print(torch.cuda.get_device_name(), "torch", torch.__version__, "triton", triton.__version__)
+    failures = []
     a, a2, b = (torch.randint(-96, 97, (64, 128), dtype=torch.int8, device="cuda") for _ in range(3))
     d1, d2 = (torch.full((64, 64), -7, dtype=torch.int32, device="cuda") for _ in range(2))
-    kernels.two_dots[(1,)](a, a2, b, d1, d2, num_warps=4)
+    launched = kernels.two_dots[(1,)](a, a2, b, d1, d2, num_warps=4)
+    order = wgmma_order(launched.asm["cubin"])
+    if order != EXPECTED["two_dots"]:
+        failures.append(f"two_dots compiled to {order}")
     for name, got, x in (("first", d1, a), ("second", d2, a2)):
-        expected = x.cpu().long() @ b.cpu().long().T
-        print(f"two_dots, {name} dot: {int((got.cpu().long() != expected).sum())} of 4096 entries differ from torch")
+        wrong = int((got.cpu().long() != x.cpu().long() @ b.cpu().long().T).sum())
+        print(f"two_dots, {name} dot: {wrong} of 4096 entries differ from torch")
+        if wrong:
+            failures.append(f"two_dots, {name} dot: {wrong} entries differ")
 
     key_tiles, n_tiles, programs = 64, 64, 132 * 4
     keys = torch.randint(-96, 97, (4 * 64 + key_tiles * 64, 128), dtype=torch.int8, device="cuda")
@@ -246,17 +284,20 @@ def run_gpu(kernels) -> None:
             row = 16 * (thread // 32) + thread % 32 // 4
             expected[p, thread] = per_row[row] + 0.5 * per_row[row + 8]
     print("| tile_loop (528 programs x 64 tiles of 64 keys) | us per launch (CUDA-graph replay, median of 7) | "
-          "largest relative error, programs 0-3 |")
-    print("| --- | --- | --- |")
-    for overlap in (False, True):
+          "largest relative error, programs 0-3 | wgmma groups and waits |")
+    print("| --- | --- | --- | --- |")
+    for schedule in (0, 1, 2):
         out = torch.empty(programs * 128, device="cuda")
 
         def launch():
-            kernels.tile_loop[(programs,)](keys, b, weights, out, n_tiles, key_tiles, OVERLAP=overlap, num_warps=4)
-        launch()
+            return kernels.tile_loop[(programs,)](keys, b, weights, out, n_tiles, key_tiles, SCHEDULE=schedule,
+                                                  num_warps=4)
+        order = wgmma_order(launch().asm["cubin"])
         torch.cuda.synchronize()
         got = out[:4 * 128].view(4, 128).cpu().double()
         error = ((got - expected).abs() / expected.abs().clamp(min=1)).max().item()
+        if error > 1e-4 or order != EXPECTED[schedule]:
+            failures.append(f"tile_loop, {SCHEDULES[schedule]}: error {error:.1e}, compiled to {order}")
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             for _ in range(10):
@@ -270,8 +311,9 @@ def run_gpu(kernels) -> None:
             end.record()
             torch.cuda.synchronize()
             times.append(start.elapsed_time(end) * 100)
-        label = "two dots in flight" if overlap else "each dot waited"
-        print(f"| {label} | {sorted(times)[3]:.1f} | {error:.1e} |")
+        print(f"| {SCHEDULES[schedule]} | {sorted(times)[3]:.1f} | {error:.1e} | {order} |")
+    if failures:
+        raise SystemExit("FAILED: " + "; ".join(failures))
 
 
 if __name__ == "__main__":
