@@ -10,7 +10,9 @@
 # warm): the package's kernel, and with BASE=FILE that variant too (a copy of
 # kernels/score_kernel.py or score.py, e.g. `git show REV:fp4_inductor/kernels/score_kernel.py`),
 # bit for bit against each other; `cuts` the hot loop with parts cut out (`cut_parts.py`; timing only,
-# about 60 s warm). Logs go to $OUT.
+# about 60 s warm); `wgmma` the in-flight wgmma probes (`asm_wgmma.py`: an int8 wgmma in inline PTX,
+# values, waits and time of a tile loop; `wgmma_accumulators.py`: the fp8 dot's sums; about 30 s).
+# Logs go to $OUT.
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp}
 export TORCHINDUCTOR_CACHE_DIR=$(mktemp -d)
@@ -45,6 +47,12 @@ outliers)
   done
   grep -h "DIFFERS" "$OUT"/outliers_*.log
   grep -h "^| [0-9]" "$OUT"/outliers_*.log
+  ;;
+wgmma)
+  timeout 200 python3 benchmarks/asm_wgmma.py > "$OUT/asm_wgmma.log" 2>&1 || echo "asm_wgmma: rc $?"
+  timeout 120 python3 benchmarks/wgmma_accumulators.py > "$OUT/wgmma_accumulators.log" 2>&1 || echo "wgmma_accumulators: rc $?"
+  cat "$OUT/asm_wgmma.log"
+  grep -E "^\| (random|wide)" "$OUT/wgmma_accumulators.log"
   ;;
 cuts)
   python3 benchmarks/cut_parts.py /tmp/cuts > /dev/null || exit 1
