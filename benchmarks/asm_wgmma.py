@@ -38,6 +38,9 @@ import tempfile
 
 import triton
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from fp4_inductor.kernels.sm90 import dump_cubin, sass_instructions  # noqa: E402
+
 # ---- inline PTX ---------------------------------------------------------------------------------
 DECLARE = "{ .shared .align 1024 .b8 fp4_queries[8192]; mov.u32 $0, fp4_queries; }"
 STORE = "{ st.shared.u32 [$1], $2; mov.u32 $0, 0; }"
@@ -204,17 +207,12 @@ EXPECTED = {"two_dots": "group, group, wait 0x1, wait 0x0", 0: "group, wait 0x0"
 
 def wgmma_order(cubin: bytes) -> str:
     """The kernel's wgmma groups (the GMMA that closes each) and waits, in SASS order."""
-    cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/cuobjdump")
-    with tempfile.TemporaryDirectory() as scratch:
-        path = os.path.join(scratch, "k.cubin")
-        open(path, "wb").write(cubin)
-        sass = subprocess.run([cuobjdump, "--dump-sass", path], capture_output=True, text=True, check=True).stdout
     order = []
-    for line in sass.splitlines():
-        if "GMMA" in line and "gsb0" in line:
+    for _, text in sass_instructions(dump_cubin(cubin)):
+        if "GMMA" in text and "gsb0" in text:
             order.append("group")
-        elif "WARPGROUP.DEPBAR" in line:
-            order.append("wait " + line.split("gsb0,")[1].split(";")[0].strip())
+        elif "WARPGROUP.DEPBAR" in text:
+            order.append("wait " + text.split("gsb0,")[1].strip())
     return ", ".join(order)
 
 
@@ -222,7 +220,7 @@ def compile_report(kernels) -> None:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    bin_dir = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin")
+    ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
     cases = [("two_dots", kernels.two_dots, {})] + [
         (f"tile_loop, {SCHEDULES[schedule]}", kernels.tile_loop, {"SCHEDULE": schedule}) for schedule in (0, 1, 2)]
     print(f"triton {triton.__version__}, sm_90")
@@ -235,15 +233,13 @@ def compile_report(kernels) -> None:
         signature = {p: "constexpr" if p in constexprs else pointers.get(p, "i32") for p in params}
         compiled = triton.compile(ASTSource(fn=kernel, signature=signature, constexprs=constexprs),
                                   target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+        # Triton does not pass on ptxas's notes, among them the serialization warnings: assemble again.
         with tempfile.TemporaryDirectory() as scratch:
-            ptx, cubin = os.path.join(scratch, "k.ptx"), os.path.join(scratch, "k.cubin")
+            ptx = os.path.join(scratch, "k.ptx")
             open(ptx, "w").write(compiled.asm["ptx"])
-            open(cubin, "wb").write(compiled.asm["cubin"])
-            verdict = subprocess.run([os.path.join(bin_dir, "ptxas"), "-arch=sm_90a", "-v", ptx, "-o",
-                                      os.path.join(scratch, "v.cubin")], capture_output=True, text=True).stderr
-            usage = subprocess.run([os.path.join(bin_dir, "cuobjdump"), "--dump-resource-usage", cubin],
-                                   capture_output=True, text=True, check=True).stdout
-        registers = usage.split("REG:")[1].split()[0]
+            verdict = subprocess.run([ptxas, "-arch=sm_90a", "-v", ptx, "-o", os.path.join(scratch, "k.cubin")],
+                                     capture_output=True, text=True).stderr
+        registers = dump_cubin(compiled.asm["cubin"], "resource-usage").split("REG:")[1].split()[0]
         order = wgmma_order(compiled.asm["cubin"])
         declared = compiled.asm["ptx"].count(".shared .align 1024 .b8 fp4_queries")
         if declared != 1:

@@ -16,10 +16,7 @@ before a device run.
 """
 
 import os
-import subprocess
 import sys
-
-import triton
 
 if any(arg in ("-h", "--help") for arg in sys.argv[1:]):
     print(__doc__)
@@ -28,12 +25,11 @@ if any(arg in ("-h", "--help") for arg in sys.argv[1:]):
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import importlib  # noqa: E402
 from fp4_inductor.kernels.score import launch_forms, launch_plan, word_fed_pass  # noqa: E402
-from fp4_inductor.kernels.sm90 import compile_scorer  # noqa: E402
+from fp4_inductor.kernels.sm90 import compile_scorer, dump_cubin  # noqa: E402
 
 score = importlib.import_module(os.environ.get("SCORE_MODULE", "fp4_inductor.kernels.score_kernel"))
 
 OUT = "/tmp/sm90"
-CUOBJDUMP = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/cuobjdump")
 
 
 def compile_one(tag: str, rows: int, tile: int, warps: int, stages: int = 3) -> None:
@@ -53,9 +49,9 @@ def compile_one(tag: str, rows: int, tile: int, warps: int, stages: int = 3) -> 
     open(cubin, "wb").write(compiled.asm["cubin"])
     open(f"{OUT}/{tag}.ptx", "w").write(compiled.asm["ptx"])
     open(f"{OUT}/{tag}.ttgir", "w").write(compiled.asm["ttgir"])
-    sass = subprocess.run([CUOBJDUMP, "--dump-sass", cubin], capture_output=True, text=True).stdout
+    sass = dump_cubin(compiled.asm["cubin"])
     open(f"{OUT}/{tag}.sass", "w").write(sass)
-    usage = subprocess.run([CUOBJDUMP, "--dump-resource-usage", cubin], capture_output=True, text=True).stdout
+    usage = dump_cubin(compiled.asm["cubin"], "resource-usage")
     line = next(l.strip() for l in usage.splitlines() if "REG:" in l)
     fields = dict(f.split(":") for f in line.split() if f.split(":")[0] in ("REG", "STACK", "SHARED"))
     count = sum(1 for l in sass.splitlines() if l.strip().startswith("/*") and ";" in l)

@@ -24,12 +24,14 @@ with small odd ones.
 import argparse
 import os
 import re
-import subprocess
-import tempfile
+import sys
 
 import torch
 import triton
 import triton.language as tl
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from fp4_inductor.kernels.sm90 import dump_cubin, sass_instructions  # noqa: E402
 
 MAGNITUDES = torch.tensor([0, 1, 2, 3, 4, 6, 8, 12], dtype=torch.float64)
 
@@ -102,8 +104,7 @@ def toy_loop(k_ptr, q_ptr, out_ptr, n_pairs, FP8: tl.constexpr, CARRY: tl.conste
 def loop_body(sass: str) -> list[str]:
     """The SASS instructions of the kernel's one loop: from the target of its backward branch to
     the branch."""
-    lines = [(int(mo.group(1), 16), mo.group(2).strip()) for mo in
-             re.finditer(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", sass)]
+    lines = sass_instructions(sass)
     back = [(at, text) for at, text in lines
             if re.search(r"\bBRA\b.*0x([0-9a-f]+)", text) and int(re.search(r"0x([0-9a-f]+)", text).group(1), 16) < at]
     if len(back) != 1:
@@ -119,7 +120,6 @@ def compile_waits() -> None:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/cuobjdump")
     signature = {"k_ptr": "*u8", "q_ptr": "*u8", "out_ptr": "*fp32", "n_pairs": "i32", "FP8": "constexpr",
                  "CARRY": "constexpr", "IMPRECISE": "constexpr"}
     print(f"triton {triton.__version__}, sm_90")
@@ -133,11 +133,7 @@ def compile_waits() -> None:
             target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
         loop = compiled.asm["ttgir"].split("scf.for", 1)[1].split("scf.yield", 1)[0]
         waits = re.findall(r"warp_group_dot_wait .*?pendings = (\d+)", loop)
-        with tempfile.TemporaryDirectory() as scratch:
-            cubin = os.path.join(scratch, "toy.cubin")
-            open(cubin, "wb").write(compiled.asm["cubin"])
-            sass = subprocess.run([cuobjdump, "--dump-sass", cubin], capture_output=True, text=True, check=True).stdout
-        body = loop_body(sass)
+        body = loop_body(dump_cubin(compiled.asm["cubin"]))
         # A wgmma group ends with the GMMA that sets gsb0; it is done only at a DEPBAR after it.
         groups = sum("GMMA" in text and "gsb0" in text for text in body)
         depbars = sum("WARPGROUP.DEPBAR" in text for text in body)

@@ -13,6 +13,7 @@ import pytest
 pytest.importorskip("triton")
 
 from fp4_inductor.kernels import ptx  # noqa: E402
+from fp4_inductor.kernels.sm90 import sass_instructions  # noqa: E402
 from helpers import NEEDS_SM90_TOOLS, run_sm90_script  # noqa: E402
 from ptx_emulator import Block, prmt  # noqa: E402
 
@@ -391,12 +392,6 @@ def wide_hot_kernel(hot_kernels):
 
 
 PREDICATE = r"(@!?U?P\w+\s+)?"  # an instruction's optional guard in a SASS listing
-
-
-def sass_instructions(sass: str) -> list[tuple[int, str]]:
-    """(address, instruction without its ';') of every instruction in a cuobjdump listing."""
-    found = re.findall(r"/\*([0-9a-f]{4,})\*/\s+([^;]*?)\s*;", sass)
-    return [(int(address, 16), text) for address, text in found]
 
 
 def tile_loop(instructions: list[tuple[int, str]]) -> tuple[int, int, list[str]]:

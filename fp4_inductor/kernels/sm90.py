@@ -1,11 +1,16 @@
 """Compile the scorer and the top-k kernel for sm_90 on any machine: a Triton wheel carries
-ptxas, so the H200's code (Triton IR with layouts, PTX, cubin) can be read without a GPU. Used
-by benchmarks/compile_sm90.py (registers, SASS), by tests/test_prmt.py (the PTX builder's
-layouts) and by tests/test_topk.py (the shared-memory histogram's order in the PTX)."""
+ptxas and cuobjdump, so the H200's code (Triton IR with layouts, PTX, cubin, SASS) can be read
+without a GPU. Used by benchmarks/compile_sm90.py (registers, SASS), by the wgmma probes in
+benchmarks/, by tests/test_prmt.py (the PTX builder's layouts, the hot loop's SASS) and by
+tests/test_topk.py (the shared-memory histogram's order in the PTX)."""
 
 from __future__ import annotations
 
 import inspect
+import os
+import re
+import subprocess
+import tempfile
 
 import triton
 import triton.language as tl
@@ -13,6 +18,24 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from .score import schedule_chunk
+
+CUOBJDUMP = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+
+
+def dump_cubin(cubin: bytes, what: str = "sass") -> str:
+    """``cuobjdump --dump-<what>`` of a compiled kernel's cubin (``what``: "sass" or
+    "resource-usage"), with the Triton wheel's own cuobjdump."""
+    with tempfile.TemporaryDirectory() as scratch:
+        path = os.path.join(scratch, "kernel.cubin")
+        with open(path, "wb") as f:
+            f.write(cubin)
+        return subprocess.run([CUOBJDUMP, f"--dump-{what}", path], capture_output=True, text=True, check=True).stdout
+
+
+def sass_instructions(sass: str) -> list[tuple[int, str]]:
+    """(address, instruction without its ';') of every instruction in a cuobjdump listing."""
+    found = re.findall(r"/\*([0-9a-f]{4,})\*/\s+([^;]*?)\s*;", sass)
+    return [(int(address, 16), text) for address, text in found]
 
 
 def compile_scorer(kernel, rows: int, form: dict, query_float: bool = False, num_stages: int = 3,
