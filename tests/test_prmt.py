@@ -350,25 +350,19 @@ def test_layout_check_refuses_narrow_layouts():
 
 
 _COMPILE_WIDE = NEEDS_SM90_TOOLS + """
-import os, subprocess
-import triton
-cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
-if not os.path.exists(cuobjdump):
+import os
+from fp4_inductor.kernels import score
+from fp4_inductor.kernels.sm90 import CUOBJDUMP, compile_scorer, dump_cubin
+if not os.path.exists(CUOBJDUMP):
     print("no cuobjdump in the Triton wheel", file=sys.stderr)
     sys.exit(3)
-from fp4_inductor.kernels import score
-from fp4_inductor.kernels.sm90 import compile_scorer
 for rows in (1, 2):
     tile, warps, _, pairs, split, setup = score.launch_plan(True, rows * 64, {})
     hot = score.launch_forms("fixup", True, True, tile, warps, pairs, split, setup)[0]
-    cubin = os.path.join(sys.argv[1], f"hot{rows}.cubin")
-    with open(cubin, "wb") as f:
-        f.write(compile_scorer(score.score_paged_kernel, rows, hot).asm["cubin"])
-    usage = subprocess.run([cuobjdump, "--dump-resource-usage", cubin], capture_output=True, text=True, check=True)
-    print(next(line for line in usage.stdout.splitlines() if "REG:" in line))
-    sass = subprocess.run([cuobjdump, "--dump-sass", cubin], capture_output=True, text=True, check=True)
-    with open(cubin + ".sass", "w") as f:
-        f.write(sass.stdout)
+    cubin = compile_scorer(score.score_paged_kernel, rows, hot).asm["cubin"]
+    print(next(line for line in dump_cubin(cubin, "resource-usage").splitlines() if "REG:" in line))
+    with open(os.path.join(sys.argv[1], f"hot{rows}.cubin.sass"), "w") as f:
+        f.write(dump_cubin(cubin))
 """
 
 
