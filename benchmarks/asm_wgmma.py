@@ -30,16 +30,15 @@ wrong value or order.
 """
 
 import argparse
-import importlib.util
 import os
-import subprocess
 import sys
 import tempfile
 
 import triton
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from fp4_inductor.kernels.sm90 import dump_cubin, sass_instructions  # noqa: E402
+from fp4_inductor.kernels.sm90 import dump_cubin  # noqa: E402
+from wgmma_common import load_written, ptxas_verdict, wgmma_order  # noqa: E402
 
 # ---- inline PTX ---------------------------------------------------------------------------------
 DECLARE = "{ .shared .align 1024 .b8 fp4_queries[8192]; mov.u32 $0, fp4_queries; }"
@@ -190,13 +189,7 @@ def tile_loop(k_ptr, b_ptr, w_ptr, out_ptr, n_tiles, key_tiles, SCHEDULE: tl.con
 
 
 def load_kernels(directory: str):
-    path = os.path.join(directory, "asm_wgmma_kernels.py")
-    with open(path, "w") as f:
-        f.write(kernels_source())
-    spec = importlib.util.spec_from_file_location("asm_wgmma_kernels", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_written(directory, "asm_wgmma_kernels", kernels_source())
 
 
 SCHEDULES = {0: "each dot waited", 1: "prefetch, waited", 2: "in flight"}
@@ -205,22 +198,10 @@ EXPECTED = {"two_dots": "group, group, wait 0x1, wait 0x0", 0: "group, wait 0x0"
             1: "group, wait 0x0, group, wait 0x0", 2: "group, group, wait 0x1, wait 0x0"}
 
 
-def wgmma_order(cubin: bytes) -> str:
-    """The kernel's wgmma groups (the GMMA that closes each) and waits, in SASS order."""
-    order = []
-    for _, text in sass_instructions(dump_cubin(cubin)):
-        if "GMMA" in text and "gsb0" in text:
-            order.append("group")
-        elif "WARPGROUP.DEPBAR" in text:
-            order.append("wait " + text.split("gsb0,")[1].strip())
-    return ", ".join(order)
-
-
 def compile_report(kernels) -> None:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
     cases = [("two_dots", kernels.two_dots, {})] + [
         (f"tile_loop, {SCHEDULES[schedule]}", kernels.tile_loop, {"SCHEDULE": schedule}) for schedule in (0, 1, 2)]
     print(f"triton {triton.__version__}, sm_90")
@@ -233,18 +214,12 @@ def compile_report(kernels) -> None:
         signature = {p: "constexpr" if p in constexprs else pointers.get(p, "i32") for p in params}
         compiled = triton.compile(ASTSource(fn=kernel, signature=signature, constexprs=constexprs),
                                   target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
-        # Triton does not pass on ptxas's notes, among them the serialization warnings: assemble again.
-        with tempfile.TemporaryDirectory() as scratch:
-            ptx = os.path.join(scratch, "k.ptx")
-            open(ptx, "w").write(compiled.asm["ptx"])
-            verdict = subprocess.run([ptxas, "-arch=sm_90a", "-v", ptx, "-o", os.path.join(scratch, "k.cubin")],
-                                     capture_output=True, text=True).stderr
+        _, warnings = ptxas_verdict(compiled.asm["ptx"])
         registers = dump_cubin(compiled.asm["cubin"], "resource-usage").split("REG:")[1].split()[0]
         order = wgmma_order(compiled.asm["cubin"])
         declared = compiled.asm["ptx"].count(".shared .align 1024 .b8 fp4_queries")
         if declared != 1:
             raise SystemExit(f"{name}: expected one shared array declared in the PTX, found {declared}")
-        warnings = [w.split(")")[0].split("(")[-1] for w in verdict.splitlines() if "(C75" in w]
         print(f"| {name} | {registers} | {order} | "
               f"{'serialized: ' + ', '.join(warnings) if warnings else 'no warning'} |")
 

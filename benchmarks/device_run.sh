@@ -11,7 +11,9 @@
 # kernels/score_kernel.py or score.py, e.g. `git show REV:fp4_inductor/kernels/score_kernel.py`),
 # bit for bit against each other; `cuts` the hot loop with parts cut out (`cut_parts.py`; timing only,
 # about 60 s warm); `wgmma` the in-flight wgmma probes (`asm_wgmma.py`: an int8 wgmma in inline PTX,
-# values, waits and time of a tile loop; `wgmma_accumulators.py`: the fp8 dot's sums; about 30 s).
+# values, waits and time of a tile loop; `wgmma_accumulators.py`: the fp8 dot's sums; about 30 s);
+# `scorer` the hot pass on inline-PTX wgmmas (`wgmma_scorer.py`: logits against float64 and the
+# package's, then both timed; about 150 s on a cold Triton cache).
 # Logs go to $OUT.
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp}
@@ -53,6 +55,10 @@ wgmma)
   timeout 120 python3 benchmarks/wgmma_accumulators.py > "$OUT/wgmma_accumulators.log" 2>&1 || echo "wgmma_accumulators: rc $?"
   cat "$OUT/asm_wgmma.log"
   grep -E "^\| (random|wide)" "$OUT/wgmma_accumulators.log"
+  ;;
+scorer)
+  timeout 540 python3 benchmarks/wgmma_scorer.py > "$OUT/wgmma_scorer.log" 2>&1 || echo "wgmma_scorer: rc $?"
+  grep -E "^(\| [0-9]|FAILED)" "$OUT/wgmma_scorer.log" | grep -v "^| 4x4096"
   ;;
 cuts)
   python3 benchmarks/cut_parts.py /tmp/cuts > /dev/null || exit 1
