@@ -13,7 +13,7 @@
 # about 60 s warm); `wgmma` the in-flight wgmma probes (`asm_wgmma.py`: an int8 wgmma in inline PTX,
 # values, waits and time of a tile loop; `wgmma_accumulators.py`: the fp8 dot's sums; about 30 s);
 # `scorer` the hot pass on inline-PTX wgmmas (`wgmma_scorer.py`: logits against float64 and the
-# package's, then both timed; about 150 s on a cold Triton cache).
+# package's, then both timed; about 270 s on a cold Triton cache).
 # Logs go to $OUT.
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp}

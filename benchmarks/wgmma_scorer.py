@@ -27,8 +27,10 @@ The layout, per program (request b, part of its pages) and 64-key tile (one page
 Forms (``FORMS``): TILES dots in flight (a loop step issues all of its tiles' dots, then waits
 for each in turn and stores its logits while the later ones run; no dot stays in flight at the
 loop's back edge, which ptxas would serialize, C7514); at one tile per step, DEPTH tiles of keys
-loaded ahead of the one built, and HALVES: the tile's dot split in two on the query rows' halves,
-the first half's logits summed while the second dot runs.
+loaded ahead of the one built; HALVES 1: the tile's dot split in two on the query rows' halves,
+the first half's logits summed while the second dot runs; HALVES 2: the same two dots one after
+the other, each waited at once (half the accumulators live); SHARED_WEIGHTS: the folded head
+weights in a shared array, two loaded per 64-bit load at each tile, instead of in registers.
 
 ptxas schedules a wgmma's issue late and its wait early: whatever the source puts between them,
 and whatever does not read their registers, it moves before the issue or after the wait. What
@@ -156,13 +158,23 @@ def wait(acc: str, pending: int, n: int, after: str = "zero") -> str:
             f"dtype=(tl.int32,) * {n // 2}, is_pure=True, pack=1)")
 
 
-def epilogue(acc: str, kmax: str, tile: str, rows: int, done: str, first_row: int = 0) -> list[str]:
+def epilogue(acc: str, kmax: str, tile: str, rows: int, done: str, first_row: int = 0,
+             shared_weights: bool = False) -> list[str]:
     """relu, the folded head weights along the thread's columns, the quad's reduce-scatter, one
     store per thread (ROWS = 1: threads t = 0, 1 store keys lo, hi; ROWS = 2: key t & 1, row t >> 1).
     ``done``: a value of the tile's logits, for what must come after them. ``first_row``: the
     accumulators are of query rows first_row .. first_row + rows - 1 (a dot on part of them)."""
     n = 64 * rows
-    lines = [f"u{i} = tl.inline_asm_elementwise(RELU, '=r,r', [{acc}{i}], dtype=tl.int32, is_pure=True, "
+    lines = []
+    if shared_weights:
+        # The thread's two weights of each 8 columns in one 64-bit shared load, at each tile: the
+        # address takes the keys' largest scales shifted out (always 0: both fit in 8 bits of
+        # their 16-bit halves), or ptxas would hoist the loads out of the loop.
+        lines = [f"at_w = weights_at + ({kmax} >> 24)"]
+        lines += [f"w{2 * (j + 8 * first_row)}, w{2 * (j + 8 * first_row) + 1} = tl.inline_asm_elementwise(LDSW, "
+                  f"'=f,=f,r', [at_w + {32 * (j + 8 * first_row)}], dtype=(tl.float32, tl.float32), "
+                  "is_pure=True, pack=1)" for j in range(n // 8)]
+    lines += [f"u{i} = tl.inline_asm_elementwise(RELU, '=r,r', [{acc}{i}], dtype=tl.int32, is_pure=True, "
              f"pack=1).to(tl.float32, bitcast=True)" for i in range(n // 2)]
     for key in range(2):
         for row in range(rows):
@@ -226,34 +238,51 @@ def group_body(tiles: int, n: int, rows: int) -> list[str]:
     return body
 
 
-def tile_body(n: int, rows: int, depth: int, halves: bool = False) -> list[str]:
+def tile_body(n: int, rows: int, depth: int, halves: int = 0, shared_weights: bool = False) -> list[str]:
     """One tile T a step (operand a0_ built, carried; keys of tiles T + 1 .. T + depth carried in
     q1 .. q{depth}): the keys of tile T + depth + 1 loaded, the dot issued and waited, the logits
     stored, then tile T + 1's operand built."""
     body = load_raw(f"q{depth + 1}", "page0")
     body.append(f"page0 = tl.load(bt_row + tl.minimum(T + {depth + 2}, last)).to(tl.int64)")
-    if halves:
+    half = rows // 2
+    if halves == 1:
         # Two dots on the query rows' halves, both in flight; the first half's logits are summed
         # while the second dot runs (no more registers: the accumulators are the same in all).
-        half = rows // 2
         body += [issue("d0_", "a0_", "tok", "zero", n // 2, f"ISSUE_{n}_H0"),
                  issue("d1_", "a0_", "tok", "zero", n // 2, f"ISSUE_{n}_H1")]
-        body += [wait("d0_", 1, n // 2)] + epilogue("d0_", "k0", "T", half, "done")
-        body += [wait("d1_", 0, n // 2, "done")] + epilogue("d1_", "k0", "T", half, "done", half)
+        body += [wait("d0_", 1, n // 2)] + epilogue("d0_", "k0", "T", half, "done", 0, shared_weights)
+        body += [wait("d1_", 0, n // 2, "done")] + epilogue("d1_", "k0", "T", half, "done", half, shared_weights)
+    elif halves == 2:
+        # The same two dots one after the other, each waited at once: half the accumulators.
+        body += [issue("d0_", "a0_", "tok", "zero", n // 2, f"ISSUE_{n}_H0"), wait("d0_", 0, n // 2)]
+        body += epilogue("d0_", "k0", "T", half, "done", 0, shared_weights)
+        body += [issue("d0_", "a0_", "tok", "done", n // 2, f"ISSUE_{n}_H1"), wait("d0_", 0, n // 2, "done")]
+        body += epilogue("d0_", "k0", "T", half, "done", half, shared_weights)
     else:
         body += [issue("d0_", "a0_", "tok", "zero", n), wait("d0_", 0, n)]
-        body += epilogue("d0_", "k0", "T", rows, "done")
+        body += epilogue("d0_", "k0", "T", rows, "done", 0, shared_weights)
     body += build("q1", "a0_", "k0", "zero")
     for k in range(1, depth + 1):
         body += [f"{names(f'q{k}{p}', 4)} = {names(f'q{k + 1}{p}', 4)}" for p in "xy"] + [f"q{k}e = q{k + 1}e"]
     return body
 
 
-def kernel_source(rows: int, tiles: int, depth: int = 0, halves: bool = False) -> str:
+def kernel_source(rows: int, tiles: int, depth: int = 0, halves: int = 0, shared_weights: bool = False) -> str:
     n = 64 * rows
     indent = "\n".join
     weights = [f"w{2 * j + e} = tl.load(wf_ptr + (b * {rows} + {j // 8}) * 64 + {8 * (j % 8)} + 2 * t + {e})"
                for j in range(n // 8) for e in range(2)]
+    if shared_weights:
+        # The folded weights [N] float32 in a shared array of their own, loaded at each tile.
+        shared = [f"weights_at = tl.inline_asm_elementwise(DECLARE_W{n}, '=r,r', [thread], dtype=tl.int32, "
+                  "is_pure=True, pack=1)"]
+        shared += [f"stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [weights_at + ({c} + thread) * 4, "
+                   f"tl.load(wf_ptr + b * {n} + {c} + thread).to(tl.int32, bitcast=True)], dtype=tl.int32, "
+                   "is_pure=True, pack=1)" for c in range(0, n, 128)]
+        shared.append("weights_at = weights_at + 8 * t")
+        weights = []
+    else:
+        shared = []
     limits = [f"limit{r} = tl.minimum(tl.load(row_ends_ptr + b * {rows} + {r}), p_end * 64)" for r in range(rows)]
     out_rows = [f"out_row{r} = (b * {rows} + {r}).to(tl.int64) * out_stride" for r in range(rows)]
     prologue = []
@@ -262,7 +291,7 @@ def kernel_source(rows: int, tiles: int, depth: int = 0, halves: bool = False) -
             prologue += load_raw(f"q{k}", f"tl.load(bt_row + tl.minimum(p_begin + {k}, last)).to(tl.int64)")
         prologue += build("q0", "a0_", "k0", "zero")
         prologue.append(f"page0 = tl.load(bt_row + tl.minimum(p_begin + {depth + 1}, last)).to(tl.int64)")
-        body = tile_body(n, rows, depth, halves)
+        body = tile_body(n, rows, depth, halves, shared_weights)
     else:
         for k in range(tiles):
             prologue += load_raw(f"q{k}", f"tl.load(bt_row + tl.minimum(p_begin + {k}, last)).to(tl.int64)")
@@ -270,9 +299,9 @@ def kernel_source(rows: int, tiles: int, depth: int = 0, halves: bool = False) -
         prologue += [f"page{k} = tl.load(bt_row + tl.minimum(p_begin + {tiles + k}, last)).to(tl.int64)"
                      for k in range(tiles)]
         body = group_body(tiles, n, rows)
-    return f'''
+    source = f'''
 @triton.jit
-def wg_score_r{rows}_g{tiles}_d{depth}{"_h" if halves else ""}(out_ptr, out_stride, qop_ptr, wf_ptr, cache_ptr,
+def {form_name(rows, tiles, depth, halves, shared_weights)}(out_ptr, out_stride, qop_ptr, wf_ptr, cache_ptr,
                          page_stride, bt_ptr, bt_stride, pages,
                          row_ends_ptr, flags_ptr, split):
     b = tl.program_id(0)
@@ -298,6 +327,7 @@ def wg_score_r{rows}_g{tiles}_d{depth}{"_h" if halves else ""}(out_ptr, out_stri
         at = queries + (ww % 8) // 2 * {n * 32} + col // 8 * 256 + ww % 2 * 128 + col % 8 * 16 + ww // 8 * 4
         stored += tl.inline_asm_elementwise(STORE, "=r,r,r", [at, tl.load(source + word)], dtype=tl.int32,
                                             is_pure=True, pack=1)
+    WEIGHTS_HERE
     queries = tl.inline_asm_elementwise(PUBLISH, "=r,r,r", [queries, stored], dtype=tl.int32, is_pure=True, pack=1)
 {indent("    " + x for x in weights + limits + out_rows)}
     if p_begin < p_end:
@@ -308,19 +338,25 @@ def wg_score_r{rows}_g{tiles}_d{depth}{"_h" if halves else ""}(out_ptr, out_stri
 {indent("            " + x for x in body)}
     tl.store(flags_ptr + b * split + tl.program_id(1), (tl.min(fewest, axis=0) < 0).to(tl.uint8))
 '''
+    return source.replace("    WEIGHTS_HERE\n", "".join(f"    {line}\n" for line in shared))
 
 
-# (next_n, dots in flight, tiles of keys loaded ahead, halves): every form timed in stop 50
-# (docs/benchmarks.md), and those the script builds and times unless --forms names others.
-ALL_FORMS = ((1, 1, 0, False), (1, 1, 1, False), (1, 1, 2, False), (1, 2, 0, False), (1, 3, 0, False),
-             (2, 1, 0, False), (2, 1, 1, False), (2, 1, 1, True), (2, 2, 0, False),
-             (4, 1, 0, False), (4, 1, 1, False), (4, 1, 1, True), (4, 1, 2, True))
-FORMS = ((1, 1, 0, False), (2, 1, 1, False), (2, 1, 1, True), (4, 1, 1, False), (4, 1, 1, True), (4, 1, 2, True))
+# (next_n, dots in flight, tiles of keys loaded ahead, halves, weights in shared memory): every
+# form timed in stop 50 (docs/benchmarks.md), and those the script builds and times unless --forms
+# names others.
+ALL_FORMS = tuple(form[:3] + (int(form[3]), False) for form in (
+    (1, 1, 0, False), (1, 1, 1, False), (1, 1, 2, False), (1, 2, 0, False), (1, 3, 0, False),
+    (2, 1, 0, False), (2, 1, 1, False), (2, 1, 1, True), (2, 2, 0, False),
+    (4, 1, 0, False), (4, 1, 1, False), (4, 1, 1, True), (4, 1, 2, True))) + (
+    (1, 1, 1, 0, True), (2, 1, 1, 1, True), (4, 1, 1, 1, True), (2, 1, 1, 2, True), (4, 1, 1, 2, True),
+    (4, 1, 0, 2, True))
+FORMS = ((1, 1, 1, 0, True), (2, 1, 1, 1, True), (2, 1, 1, 2, True), (4, 1, 1, 1, True), (4, 1, 1, 2, True),
+         (4, 1, 0, 2, True))
 
 
 def parse_forms(text: str) -> tuple:
-    """``ROWS,TILES,DEPTH,HALVES;...`` -> FORMS entries (each one of ALL_FORMS)."""
-    forms = tuple((r, t, d, bool(h)) for r, t, d, h in (map(int, f.split(",")) for f in text.split(";")))
+    """``ROWS,TILES,DEPTH,HALVES,SHARED_WEIGHTS;...`` -> FORMS entries (each one of ALL_FORMS)."""
+    forms = tuple((r, t, d, h, bool(w)) for r, t, d, h, w in (map(int, f.split(",")) for f in text.split(";")))
     unknown = [f for f in forms if f not in ALL_FORMS]
     if unknown:
         raise SystemExit(f"--forms: expected forms of ALL_FORMS, got {unknown}")
@@ -329,7 +365,9 @@ def parse_forms(text: str) -> tuple:
 
 def module_source() -> str:
     consts = {f"DECLARE_{n}": declare_asm(n) for n in (64, 128, 256)}
-    consts |= {"STORE": STORE, "PUBLISH": PUBLISH,
+    consts |= {f"DECLARE_W{n}": f"{{ .shared .align 16 .b8 fp4_weights[{n * 4}]; mov.u32 $0, fp4_weights; }}"
+               for n in (64, 128, 256)}
+    consts |= {"LDSW": "ld.shared.v2.f32 {$0, $1}, [$2];", "STORE": STORE, "PUBLISH": PUBLISH,
               "LOAD4": LOAD4, "LOAD4_C": "=r,=r,=r,=r,l", "KMAX": KMAX, "TABLES": TABLES, "PRMT": PRMT,
               "SHFL1": SHFL1, "SHFL2": SHFL2, "RELU": RELU_ASM.value}
     for n in (32, 64, 128, 256):
@@ -343,13 +381,13 @@ def module_source() -> str:
     head = "import triton\nimport triton.language as tl\n\n" + "".join(
         f"{k} = tl.constexpr({v!r})\n" for k, v in consts.items())
     kernels = []
-    for rows, tiles, depth, halves in FORMS:
-        kernels.append(kernel_source(rows, tiles, depth, halves))
+    for rows, tiles, depth, halves, shared_weights in FORMS:
+        kernels.append(kernel_source(rows, tiles, depth, halves, shared_weights))
     return head + "\n".join(kernels)
 
 
-def form_name(rows: int, tiles: int, depth: int, halves: bool) -> str:
-    return f"wg_score_r{rows}_g{tiles}_d{depth}{'_h' if halves else ''}"
+def form_name(rows: int, tiles: int, depth: int, halves: int, shared_weights: bool = False) -> str:
+    return f"wg_score_r{rows}_g{tiles}_d{depth}{('', '_h', '_s')[halves]}{'_w' if shared_weights else ''}"
 
 
 def load_kernels(directory: str):
@@ -370,8 +408,8 @@ def compile_report(kernels) -> None:
     print("| kernel | registers | spills | wgmma groups and waits in the loop ([instructions since the last]) | "
           "ptxas |")
     print("| --- | --- | --- | --- | --- |")
-    for rows, tiles, depth, halves in FORMS:
-        kernel = getattr(kernels, form_name(rows, tiles, depth, halves))
+    for rows, tiles, depth, halves, shared_weights in FORMS:
+        kernel = getattr(kernels, form_name(rows, tiles, depth, halves, shared_weights))
         if True:
             constexprs = {}
             params = kernel.arg_names
@@ -384,7 +422,8 @@ def compile_report(kernels) -> None:
             usage = dump_cubin(compiled.asm["cubin"], "resource-usage")
             registers = usage.split("REG:")[1].split()[0]
             spills = [line for line in verdict.splitlines() if "spill" in line]
-            form = f"next_n={rows}, {tiles} in flight, {depth} ahead{', halves' if halves else ''}"
+            form = (f"next_n={rows}, {tiles} in flight, {depth} ahead{('', ', halves', ', halves in turn')[halves]}"
+                    f"{', shared weights' if shared_weights else ''}")
             print(f"| {form} | {registers} | {spills[0].strip() if spills else '-'} | "
                   f"{wgmma_order(compiled.asm['cubin'], counts=True)} | "
                   f"{'serialized: ' + ', '.join(warnings) if warnings else 'no warning'} |", flush=True)
@@ -423,6 +462,8 @@ def run_gpu(kernels) -> None:
     failures, table = [], []
     for requests, context, rows in ((4, 4096, 1), (4, 4096, 2), (4, 4096, 4), (64, 32768, 1), (64, 32768, 2),
                                     (16, 131072, 2), (64, 32768, 4)):
+        if not any(form[0] == rows for form in FORMS):
+            continue
         case = build_scoring_case(requests, context, rows, 64, device)
         payload, scales = fp4.quantize_queries(case["q"])
         qop, wf = query_operands(payload, scales, case["weights"])
@@ -443,10 +484,10 @@ def run_gpu(kernels) -> None:
             truth = truth.reshape(requests * rows, context)
         else:
             truth = base.double()
-        for form_rows, tiles, depth, halves in FORMS:
+        for form_rows, tiles, depth, halves, shared_weights in FORMS:
             if form_rows != rows:
                 continue
-            kernel = getattr(kernels, form_name(rows, tiles, depth, halves))
+            kernel = getattr(kernels, form_name(rows, tiles, depth, halves, shared_weights))
             flags = torch.zeros(requests * sms * 16, dtype=torch.uint8, device=device)
             launched = kernel[(requests, 1)](out, out.stride(0), qop, wf, cache, cache.stride(0), bt, bt.stride(0),
                                              pages, row_ends, flags, 1, num_warps=4)
@@ -464,8 +505,9 @@ def run_gpu(kernels) -> None:
                 diff = torch.where(valid, out.double() - truth, 0.0)
                 error = (diff.abs().amax(1) / torch.where(valid, truth, 0.0).abs().amax(1)).max().item()
                 flagged = int(flags.sum())
-                name = (f"{requests}x{context}x{rows}, {tiles} in flight, {depth} ahead{', halves' if halves else ''}, "
-                        f"split {split}")
+                name = (f"{requests}x{context}x{rows}, {tiles} in flight, {depth} ahead"
+                        f"{('', ', halves', ', halves in turn')[halves]}"
+                        f"{', shared weights' if shared_weights else ''}, split {split}")
                 if not error < 1e-5 or flagged:
                     failures.append(f"{name}: error {error:.1e}, {flagged} programs flagged")
                     bad = (~(diff.abs() <= 1e-5 * truth.abs().amax(1, keepdim=True))).nonzero()[:6]
@@ -489,7 +531,7 @@ def run_gpu(kernels) -> None:
 
 
 def profile_once(kernels, form: str) -> None:
-    """One launch of a form (``ROWS,TILES,DEPTH,HALVES``) at 64 x 32768 keys, then one of the package's
+    """One launch of a form (``ROWS,TILES,DEPTH,HALVES,SHARED_WEIGHTS``) at 64 x 32768 keys, then one of the package's
     scorer, for a profiler: ``ncu -k regex:"wg_score|score_paged" ...``."""
     import torch
 
@@ -497,14 +539,14 @@ def profile_once(kernels, form: str) -> None:
     from fp4_inductor.bench import build_scoring_case
     from fp4_inductor.kernels import score as shipped
 
-    rows, tiles, depth, halves = (int(v) for v in form.split(","))
+    rows, tiles, depth, halves, shared_weights = (int(v) for v in form.split(","))
     device = torch.device("cuda")
     case = build_scoring_case(64, 32768, rows, 64, device)
     payload, scales = fp4.quantize_queries(case["q"])
     qop, wf = query_operands(payload, scales, case["weights"])
     out = torch.empty(64 * rows, 32768, device=device)
     flags = torch.zeros(64 * 64, dtype=torch.uint8, device=device)
-    kernel = getattr(kernels, form_name(rows, tiles, depth, bool(halves)))
+    kernel = getattr(kernels, form_name(rows, tiles, depth, halves, bool(shared_weights)))
     launch = (case["cache"], case["cache"].stride(0), case["block_table"], case["block_table"].stride(0), 512,
               case["row_ends"].int(), flags)
     per_sm = min(65536 // (kernel[(64, 1)](out, out.stride(0), qop, wf, *launch, 1, num_warps=4).n_regs * 128), 8)
@@ -518,8 +560,9 @@ def profile_once(kernels, form: str) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--compile", action="store_true", help="only compile for sm_90 and report the waits")
-    parser.add_argument("--profile", metavar="ROWS,TILES,DEPTH,HALVES", help="launch one form once, for a profiler")
-    parser.add_argument("--forms", metavar="ROWS,TILES,DEPTH,HALVES;...", help="the forms to build (of ALL_FORMS)")
+    form = "ROWS,TILES,DEPTH,HALVES,SHARED_WEIGHTS"
+    parser.add_argument("--profile", metavar=form, help="launch one form once, for a profiler")
+    parser.add_argument("--forms", metavar=form + ";...", help="the forms to build (of ALL_FORMS)")
     args = parser.parse_args()
     if args.forms or args.profile:
         FORMS = parse_forms(args.forms or args.profile)
