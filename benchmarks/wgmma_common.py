@@ -1,17 +1,15 @@
 """What the inline-PTX wgmma scripts (``asm_wgmma.py``, ``wgmma_scorer.py``) share: importing the
 kernels they write out, reading a compiled kernel's wgmma groups and waits, and ptxas's verdict
-on its PTX."""
+on its PTX. (The scripts put the repository's root on the path before they import it.)"""
 
 import importlib.util
 import os
 import subprocess
-import sys
 import tempfile
 
 import triton
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from fp4_inductor.kernels.sm90 import dump_cubin, sass_instructions  # noqa: E402
+from fp4_inductor.kernels.sm90 import dump_cubin, sass_instructions
 
 
 def load_written(directory: str, name: str, source: str):
