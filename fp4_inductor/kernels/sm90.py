@@ -38,6 +38,38 @@ def sass_instructions(sass: str) -> list[tuple[int, str]]:
     return [(int(address, 16), text) for address, text in found]
 
 
+def wgmma_order(cubin: bytes, counts: bool = False) -> str:
+    """A compiled kernel's wgmma groups (the GMMA that closes each) and waits, in SASS order; with
+    ``counts``, each with the instructions since the one before it in brackets (what runs under
+    a dot: the count before each wait)."""
+    order, since = [], 0
+    for _, text in sass_instructions(dump_cubin(cubin)):
+        if "GMMA" in text and "gsb0" in text:
+            entry = "group"
+        elif "WARPGROUP.DEPBAR" in text:
+            entry = "wait " + text.split("gsb0,")[1].strip()
+        else:
+            since += 1
+            continue
+        order.append(f"[{since}] {entry}" if counts else entry)
+        since = 0
+    return ", ".join(order)
+
+
+def ptxas_verdict(ptx: str) -> tuple[str, list[str]]:
+    """(ptxas -v's report, the codes of its serialization warnings: a wgmma that ptxas waits for
+    at once, C7510-C7519) for ``ptx``, assembled again for sm_90a with the wheel's ptxas: Triton
+    does not pass on ptxas's notes."""
+    ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
+    with tempfile.TemporaryDirectory() as scratch:
+        path = os.path.join(scratch, "k.ptx")
+        with open(path, "w") as f:
+            f.write(ptx)
+        report = subprocess.run([ptxas, "-arch=sm_90a", "-v", path, "-o", os.path.join(scratch, "k.cubin")],
+                                capture_output=True, text=True).stderr
+    return report, [w.split(")")[0].split("(")[-1] for w in report.splitlines() if "(C75" in w]
+
+
 def compile_scorer(kernel, rows: int, form: dict, query_float: bool = False, num_stages: int = 3,
                    maxnreg: int | None = None, heads: int = 64, lengths: str = "i32", int64: tuple = ()):
     """``kernel`` (score_paged_kernel or a variant of it) as the launcher specializes it for
@@ -57,7 +89,7 @@ def compile_scorer(kernel, rows: int, form: dict, query_float: bool = False, num
     # The schedule's step as the launcher picks it for a large batch, unless ``form`` names one.
     chunk = schedule_chunk(form["WORDS"], form["WARPS"], None)
     const = {"HEADS": heads, "ROWS": rows, "CHUNK": chunk, "QUERY_FLOAT": query_float, "DOT_DTYPE": tl.bfloat16,
-             "PDL": False, **form}
+             "PDL": False, "WGMMA": 0, **form}
     const = {k: v for k, v in const.items() if k in params}
     signature = {p: "constexpr" if p in const else pointers.get(p, "i64" if p in int64 else "i32") for p in params}
     aligned = set(pointers) | {"out_stride", "page_stride", "weights_stride"}
