@@ -1,0 +1,414 @@
+"""The inline PTX of the scorer's hot pass on int8 wgmmas, and the lines of Triton that use it,
+written out thread by thread: one warpgroup per program, every tensor of 128 elements (thread i
+holds element i), so that each register of wgmma's fragments is a tensor of its own. A Triton
+kernel cannot index a thread's registers, so the kernel's source is written by these functions
+(``score_wgmma.py``, checked in, and ``benchmarks/wgmma_scorer.py``'s prototype); each asm string
+is one line, as Inductor's copy of a kernel's globals needs (``ptx.py``).
+
+The layout, per 64-key tile (one page): thread (warp w, lane 4g + t) holds keys 16w + g and
+16w + g + 8, and of each the 32 elements of group t (one 128-bit load of its 16 payload bytes, its
+group's scale byte, the key's largest scale from the quad). wgmma's K order is permuted so that
+these 32 elements are the thread's A fragment over the four K=32 steps: element 32t + 8s + 4h + j
+sits at K position 16h + 4t + j of step s, so payload word s builds step s with the prmt builder
+(``ptx._prmt_asm``). The query operand sits in the same K order in a shared array declared in the
+PTX, in wgmma's canonical K-major layout without swizzle (leading offset 128 B, stride 256 B,
+N * 32 bytes per K=32 step). docs/benchmarks.md, stop 50, has the measurements.
+"""
+
+import re
+
+from .ptx import _prmt_asm
+
+# The prototype's block-table row: unit stride, int32 ids (benchmarks/wgmma_scorer.py).
+PROTOTYPE_PAGE = "tl.load(bt_row + tl.minimum({index}, last)).to(tl.int64)"
+
+
+# ---- inline PTX ---------------------------------------------------------------------------------
+def declare_asm(n: int) -> str:
+    return f"{{ .shared .align 1024 .b8 fp4_queries[{n * 128}]; mov.u32 $0, fp4_queries; }}"
+
+
+STORE = "{ st.shared.u32 [$1], $2; mov.u32 $0, 0; }"
+PUBLISH = "{ fence.proxy.async.shared::cta; bar.sync 0; mov.u32 $0, $1; }"
+LOAD4 = "ld.global.nc.L1::no_allocate.v4.b32 {$0, $1, $2, $3}, [$4];"
+# The largest of the quad's scale bytes, two keys at once (one per 16-bit half).
+KMAX = ("{ .reg .b32 x, m; shfl.sync.bfly.b32 x, $1, 1, 31, 0xffffffff; max.u16x2 m, $1, x; "
+        "shfl.sync.bfly.b32 x, m, 2, 31, 0xffffffff; max.u16x2 $0, m, x; }")
+PRMT = _prmt_asm("$2", "$3", "$4")
+SHFL1 = "shfl.sync.bfly.b32 $0, $1, 1, 31, 0xffffffff;"
+SHFL2 = "shfl.sync.bfly.b32 $0, $1, 2, 31, 0xffffffff;"
+
+
+def issue_asm(n: int, step_bytes: int = 0, offset: int = 0) -> str:
+    """Outputs: n / 2 accumulators. Inputs: 16 A registers, the shared array's address.
+    ``step_bytes``: the query operand's bytes per K=32
+    step (n * 32 by default); ``offset``: where this dot's columns start in each step (a dot on
+    part of the columns)."""
+    step_bytes = step_bytes or n * 32
+    acc = n // 2
+    first_a = acc
+    parts = ["{ .reg .pred p; .reg .b64 d; .reg .u32 s; wgmma.fence.sync.aligned;"]
+    accumulators = ", ".join(f"${i}" for i in range(acc))
+    for step in range(4):
+        # descriptor: start address >> 4 (bits 0-13), leading offset 128 >> 4 (16-29), stride offset
+        # 256 >> 4 (32-45), no swizzle; scale-d false on the first step (the accumulators start at 0)
+        parts.append(f"add.u32 s, ${first_a + 16}, {step * step_bytes + offset}; shr.u32 s, s, 4; "
+                     f"and.b32 s, s, 0x3FFF; cvt.u64.u32 d, s; or.b64 d, d, 0x0000001000080000; "
+                     f"setp.ne.u32 p, {int(step > 0)}, 0;")
+        a = ", ".join(f"${first_a + 4 * step + i}" for i in range(4))
+        parts.append(f"wgmma.mma_async.sync.aligned.m64n{n}k32.s32.s8.s8 {{{accumulators}}}, {{{a}}}, d, p;")
+    parts.append("wgmma.commit_group.sync.aligned; }")
+    return " ".join(parts)
+
+
+def wait_asm(acc: int, pending: int) -> str:
+    """Inputs: the accumulators, then a value (the bits of the last tile's logits, where the wait
+    must come after them: ``wait``'s ``after``; else 0) stored to the thread's word of a scratch
+    array before the wait, so that ptxas keeps the instructions that make it (that tile's
+    epilogue) before the wait, under the dots still in flight. The store costs one instruction
+    where nothing needs it."""
+    moves = " ".join(f"mov.b32 ${i}, ${i + acc};" for i in range(acc))
+    return (f"{{ .shared .align 4 .b32 fp4_order[128]; .reg .u32 o, a; mov.u32 o, %tid.x; and.b32 o, o, 127; "
+            f"shl.b32 o, o, 2; mov.u32 a, fp4_order; add.u32 a, a, o; st.shared.b32 [a], ${2 * acc}; "
+            f"wgmma.wait_group.sync.aligned {pending}; {moves} }}")
+
+
+# ---- the kernel, written out --------------------------------------------------------------------
+def names(prefix: str, count: int) -> str:
+    return ", ".join(f"{prefix}{i}" for i in range(count))
+
+
+def load_raw(raw: str, page: str) -> list[str]:
+    """A tile's payload words (x: key 16w + g, y: key 16w + g + 8; group t) and scale bytes."""
+    return [
+        f"base = cache_ptr + ({page}) * page_stride",
+        f"{names(raw + 'x', 4)} = tl.inline_asm_elementwise(LOAD4, LOAD4_C, "
+        "[base.to(tl.int64) + t * 1024 + tok_lo * 16], dtype=(tl.int32,) * 4, is_pure=True, pack=1)",
+        f"{names(raw + 'y', 4)} = tl.inline_asm_elementwise(LOAD4, LOAD4_C, "
+        "[base.to(tl.int64) + t * 1024 + tok_hi * 16], dtype=(tl.int32,) * 4, is_pure=True, pack=1)",
+        f"{raw}e = tl.load(base + scale_lo).to(tl.int32) | (tl.load(base + scale_hi).to(tl.int32) << 16)",
+    ]
+
+
+def build(raw: str, a: str, kmax: str) -> list[str]:
+    """The tile's A fragment (a0..a15), both keys' largest scales (packed), the folds seen."""
+    lines = [
+        f"{kmax} = tl.inline_asm_elementwise(KMAX, '=r,r', [{raw}e], dtype=tl.int32, is_pure=True, pack=1)",
+        f"s_lo = 3 - (({kmax} & 0xFFFF) - ({raw}e & 0xFFFF))",
+        f"s_hi = 3 - (({kmax} >> 16) - ({raw}e >> 16))",
+        "fewest = tl.minimum(fewest, tl.minimum(s_lo, s_hi))",
+        "lo_l, hi_l = tl.inline_asm_elementwise(TABLES, '=r,=r,r', [s_lo], dtype=(tl.int32, tl.int32), "
+        "is_pure=True, pack=1)",
+        "lo_h, hi_h = tl.inline_asm_elementwise(TABLES, '=r,=r,r', [s_hi], dtype=(tl.int32, tl.int32), "
+        "is_pure=True, pack=1)",
+    ]
+    for s in range(4):
+        lines.append(f"{a}{4 * s}, {a}{4 * s + 2} = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', "
+                     f"[{raw}x{s}, lo_l, hi_l], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)")
+        lines.append(f"{a}{4 * s + 1}, {a}{4 * s + 3} = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', "
+                     f"[{raw}y{s}, lo_h, hi_h], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)")
+    return lines
+
+
+def issue(acc: str, a: str, n: int, asm: str = "") -> str:
+    return (f"{names(acc, n // 2)} = tl.inline_asm_elementwise({asm or f'ISSUE_{n}'}, ISSUE_C_{n}, "
+            f"[{names(a, 16)}, queries], dtype=(tl.int32,) * {n // 2}, is_pure=True, pack=1)")
+
+
+def wait(acc: str, pending: int, n: int, after: str = "zero") -> str:
+    return (f"{names(acc, n // 2)} = tl.inline_asm_elementwise(WAIT_{n}_{pending}, WAIT_C_{n}, "
+            f"[{names(acc, n // 2)}, {after}], "
+            f"dtype=(tl.int32,) * {n // 2}, is_pure=True, pack=1)")
+
+
+def epilogue(acc: str, kmax: str, tile: str, rows: int, done: str, first_row: int = 0,
+             shared_weights: bool = False) -> list[str]:
+    """relu, the folded head weights along the thread's columns, the quad's reduce-scatter, one
+    store per thread (ROWS = 1: threads t = 0, 1 store keys lo, hi; ROWS = 2: key t & 1, row t >> 1).
+    ``done``: a value of the tile's logits, for what must come after them. ``first_row``: the
+    accumulators are of query rows first_row .. first_row + rows - 1 (a dot on part of them)."""
+    n = 64 * rows
+    lines = []
+    if shared_weights:
+        # The thread's two weights of each 8 columns in one 64-bit shared load, at each tile: the
+        # address takes the keys' largest scales shifted out (always 0: both fit in 8 bits of
+        # their 16-bit halves), or ptxas would hoist the loads out of the loop.
+        lines = [f"at_w = weights_at + ({kmax} >> 24)"]
+        lines += [f"w{2 * (j + 8 * first_row)}, w{2 * (j + 8 * first_row) + 1} = tl.inline_asm_elementwise(LDSW, "
+                  f"'=f,=f,r', [at_w + {32 * (j + 8 * first_row)}], dtype=(tl.float32, tl.float32), "
+                  "is_pure=True, pack=1)" for j in range(n // 8)]
+    lines += [f"u{i} = tl.inline_asm_elementwise(RELU, '=r,r', [{acc}{i}], dtype=tl.int32, is_pure=True, "
+             f"pack=1).to(tl.float32, bitcast=True)" for i in range(n // 2)]
+    for key in range(2):
+        for row in range(rows):
+            for e in range(2):
+                js = range(8 * row, 8 * row + 8)
+                terms = [(f"u{4 * j + 2 * key + e}", f"w{2 * (j + 8 * first_row) + e}") for j in js]
+                lines.append(f"c{e} = {terms[0][0]} * {terms[0][1]}")
+                lines += [f"c{e} = tl.fma({u}, {w}, c{e})" for u, w in terms[1:]]
+            lines.append(f"v{key}{row} = c0 + c1")
+    lines.append(f"kmax = tl.where(odd, {kmax} >> 16, {kmax} & 0xFFFF)")
+    # 2**(kmax - 131), and 2**22 for the relu's scaling, applied to the sum in two steps (as the
+    # package does): one factor 2**(kmax - 109) would overflow from kmax 237 on.
+    lines.append("scale = tl.where(kmax == 255, float('nan'), (kmax << 23).to(tl.float32, bitcast=True) * 0.0625)")
+    lines.append(f"j = ({tile}) * 64 + tl.where(odd, tok_hi, tok_lo)")
+    if rows == 1:
+        lines += [
+            "x = tl.where(odd, v10, v00) + tl.inline_asm_elementwise(SHFL1, '=f,f', [tl.where(odd, v00, v10)], "
+            "dtype=tl.float32, is_pure=True, pack=1)",
+            "x = x + tl.inline_asm_elementwise(SHFL2, '=f,f', [x], dtype=tl.float32, is_pure=True, pack=1)",
+            "tl.store(out_ptr + out_row0 + j, x * 4194304.0 * scale, mask=(t < 2) & (j < limit0))",
+        ]
+    elif rows == 2:
+        lines += [
+            "m0 = tl.where(odd, v10, v00) + tl.inline_asm_elementwise(SHFL1, '=f,f', [tl.where(odd, v00, v10)], "
+            "dtype=tl.float32, is_pure=True, pack=1)",
+            "m1 = tl.where(odd, v11, v01) + tl.inline_asm_elementwise(SHFL1, '=f,f', [tl.where(odd, v01, v11)], "
+            "dtype=tl.float32, is_pure=True, pack=1)",
+            "x = tl.where(second, m1, m0) + tl.inline_asm_elementwise(SHFL2, '=f,f', [tl.where(second, m0, m1)], "
+            "dtype=tl.float32, is_pure=True, pack=1)",
+            "tl.store(out_ptr + tl.where(second, out_row1, out_row0) + j, x * 4194304.0 * scale, "
+            "mask=j < tl.where(second, limit1, limit0))",
+        ]
+    else:
+        # key t & 1 after the first round; rows 2 (t >> 1) and 2 (t >> 1) + 1 after the second
+        lines += [f"m{r} = tl.where(odd, v1{r}, v0{r}) + tl.inline_asm_elementwise(SHFL1, '=f,f', "
+                  f"[tl.where(odd, v0{r}, v1{r})], dtype=tl.float32, is_pure=True, pack=1)" for r in range(4)]
+        for i in range(2):
+            lines += [
+                f"x = tl.where(second, m{2 + i}, m{i}) + tl.inline_asm_elementwise(SHFL2, '=f,f', "
+                f"[tl.where(second, m{i}, m{2 + i})], dtype=tl.float32, is_pure=True, pack=1)",
+                f"tl.store(out_ptr + tl.where(second, out_row{2 + i}, out_row{i}) + j, x * 4194304.0 * scale, "
+                f"mask=j < tl.where(second, limit{2 + i}, limit{i}))",
+            ]
+    lines.append(f"{done} = x.to(tl.int32, bitcast=True)")
+    rename = lambda m: f"{m.group(1)}{int(m.group(2)) + first_row}"  # noqa: E731
+    return [re.sub(r"(out_row|limit)(\d)", rename, line) for line in lines]
+
+
+def group_body(tiles: int, n: int, rows: int, page: str = PROTOTYPE_PAGE) -> list[str]:
+    """Tiles T .. T + tiles - 1 (operands a0_.. built, carried): the next group's keys loaded, all
+    dots issued, then each waited in turn (``wait_group`` of the dots after it) and its logits
+    stored while the later ones run; the next group's operands built last."""
+    body = []
+    for k in range(tiles):
+        body += load_raw(f"q{k}", f"page{k}")
+    body += [f"page{k} = {page.format(index=f'T + {2 * tiles + k}')}" for k in range(tiles)]
+    body += [issue(f"d{k}_", f"a{k}_", n) for k in range(tiles)]
+    for k in range(tiles):
+        body.append(wait(f"d{k}_", tiles - 1 - k, n, "done" if k else "zero"))
+        body += epilogue(f"d{k}_", f"k{k}", f"T + {k}", rows, "done")
+    for k in range(tiles):
+        body += build(f"q{k}", f"a{k}_", f"k{k}")
+    return body
+
+
+def tile_body(n: int, rows: int, depth: int, halves: int = 0, shared_weights: bool = False,
+              page: str = PROTOTYPE_PAGE) -> list[str]:
+    """One tile T a step (operand a0_ built, carried; keys of tiles T + 1 .. T + depth carried in
+    q1 .. q{depth}): the keys of tile T + depth + 1 loaded, the dot issued and waited, the logits
+    stored, then tile T + 1's operand built."""
+    body = load_raw(f"q{depth + 1}", "page0")
+    body.append(f"page0 = {page.format(index=f'T + {depth + 2}')}")
+    half = rows // 2
+    if halves == 1:
+        # Two dots on the query rows' halves, both in flight; the first half's logits are summed
+        # while the second dot runs (no more registers: the accumulators are the same in all).
+        body += [issue("d0_", "a0_", n // 2, f"ISSUE_{n}_H0"),
+                 issue("d1_", "a0_", n // 2, f"ISSUE_{n}_H1")]
+        body += [wait("d0_", 1, n // 2)] + epilogue("d0_", "k0", "T", half, "done", 0, shared_weights)
+        body += [wait("d1_", 0, n // 2, "done")] + epilogue("d1_", "k0", "T", half, "done", half, shared_weights)
+    elif halves == 2:
+        # The same two dots one after the other, each waited at once: half the accumulators.
+        body += [issue("d0_", "a0_", n // 2, f"ISSUE_{n}_H0"), wait("d0_", 0, n // 2)]
+        body += epilogue("d0_", "k0", "T", half, "done", 0, shared_weights)
+        body += [issue("d0_", "a0_", n // 2, f"ISSUE_{n}_H1"), wait("d0_", 0, n // 2, "done")]
+        body += epilogue("d0_", "k0", "T", half, "done", half, shared_weights)
+    else:
+        body += [issue("d0_", "a0_", n), wait("d0_", 0, n)]
+        body += epilogue("d0_", "k0", "T", rows, "done", 0, shared_weights)
+    body += build("q1", "a0_", "k0")
+    for k in range(1, depth + 1):
+        body += [f"{names(f'q{k}{p}', 4)} = {names(f'q{k + 1}{p}', 4)}" for p in "xy"] + [f"q{k}e = q{k + 1}e"]
+    return body
+
+
+def constants(sizes=(32, 64, 128, 256)) -> dict[str, str]:
+    """The asm strings (and their constraint strings) that the written-out kernels name, for dots
+    of ``sizes`` columns and the halves of each."""
+    from .ptx import CODE_TABLES_ASM, RELU_ASM
+
+    consts = {f"DECLARE_{n}": declare_asm(n) for n in sizes}
+    consts |= {f"DECLARE_W{n}": f"{{ .shared .align 16 .b8 fp4_weights[{n * 4}]; mov.u32 $0, fp4_weights; }}"
+               for n in sizes}
+    consts |= {"LDSW": "ld.shared.v2.f32 {$0, $1}, [$2];", "STORE": STORE, "STORE_IF": STORE_IF, "PUBLISH": PUBLISH,
+               "BARRIER": BARRIER, "PUBLISH_BOTH": PUBLISH_BOTH, "LOAD4": LOAD4, "LOAD4_C": "=r,=r,=r,=r,l", "KMAX": KMAX, "QMAX": QMAX,
+               "TABLES": CODE_TABLES_ASM.value, "PRMT": PRMT, "SHFL1": SHFL1, "SHFL2": SHFL2, "RELU": RELU_ASM.value}
+    for n in sizes:
+        consts[f"ISSUE_{n}"] = issue_asm(n)
+        consts[f"ISSUE_{n}_H0"] = issue_asm(n // 2, n * 32, 0)
+        consts[f"ISSUE_{n}_H1"] = issue_asm(n // 2, n * 32, n * 16)
+        consts[f"ISSUE_C_{n}"] = ",".join(["=r"] * (n // 2) + ["r"] * 17)
+        consts[f"WAIT_C_{n}"] = ",".join(["=r"] * (n // 2) + ["r"] * (n // 2 + 1))
+        for pending in range(3):
+            consts[f"WAIT_{n}_{pending}"] = wait_asm(n // 2, pending)
+    return consts
+
+
+# A shared store where $3 is not 0; the folded weights' writers.
+STORE_IF = "{ .reg .pred p; setp.ne.b32 p, $3, 0; @p st.shared.u32 [$1], $2; mov.u32 $0, 0; }"
+# Every thread of the program here (the one warpgroup) before it goes on; $2, unused, is a value
+# of the request, so that the barrier (pure asm, for Inductor's analysis) is not hoisted out of
+# the loop over requests.
+BARRIER = "{ bar.sync 0; mov.b32 $0, $1; }"
+# PUBLISH for both arrays: the async proxy fenced, every thread's stores ($2) done, the arrays'
+# addresses passed on, so that what reads them (the weights' loads) comes after.
+PUBLISH_BOTH = "{ fence.proxy.async.shared::cta; bar.sync 0; mov.u32 $0, $3; mov.u32 $1, $4; }"
+# The largest of a query column's four group scales: its 16 payload words lie on 16 lanes, four
+# per group (lanes 4g .. 4g + 3 of each half-warp).
+QMAX = ("{ .reg .b32 x, m; shfl.sync.bfly.b32 x, $1, 4, 31, 0xffffffff; max.s32 m, $1, x; "
+        "shfl.sync.bfly.b32 x, m, 8, 31, 0xffffffff; max.s32 $0, m, x; }")
+
+# What every written-out kernel starts with: thread i's lane position (t: its lane in the quad),
+# its two keys' slots in a page and their scale bytes' offsets (group t), and the folds seen.
+THREAD_LINES = [
+    "thread = tl.arange(0, 128)",
+    "zero = tl.zeros([128], tl.int32)",
+    "t = thread % 4",
+    "odd = (t & 1) != 0",
+    "second = (t & 2) != 0",
+    "tok_lo = 16 * (thread // 32) + thread % 32 // 4",
+    "tok_hi = tok_lo + 8",
+    "scale_lo = 4096 + t * 64 + (tok_lo % 16) * 4 + tok_lo // 16",
+    "scale_hi = 4096 + t * 64 + (tok_hi % 16) * 4 + tok_hi // 16",
+    "fewest = zero + 3",
+]
+
+# The package's block-table row: a page id is 32 bits, zero-extended (score_tiles.tile_page_ids).
+PACKAGE_PAGE = "tl.load(bt_row + tl.minimum({index}, last) * block_table_page_stride).to(tl.uint32).to(tl.int64)"
+# The forms of the package's hot pass (``WGMMA``): 1, the tile's dot in two halves of the query
+# rows, both in flight, the weights in registers; 2, the halves one after the other with the
+# weights in shared memory (half the accumulators live: 4 to 5 programs per SM).
+PACKAGE_FORMS = {1: dict(halves=1, shared_weights=False), 2: dict(halves=2, shared_weights=True)}
+DEPTH = 1  # keys loaded a step earlier than the step that builds their operand
+
+
+def request_source(rows: int, form: int) -> str:
+    """``wgmma_rows{rows}_form{form}``: the hot pass (MODE 1) of one row block of one request over
+    pages [page_begin, page_end) at 64 heads (score_kernel.score_request's arguments): the query
+    operand and the folded head weights built into shared memory (queries that do not fold mark
+    the program), then the key loop. Returns ``fewest`` updated: below 0 where a key or the query
+    does not fold, as the package's hot pass."""
+    n = 64 * rows
+    halves, shared_weights = PACKAGE_FORMS[form]["halves"], PACKAGE_FORMS[form]["shared_weights"]
+    query = [
+        "word = q * 128 + thread",
+        "col = word // 16",
+        "v = word % 16",
+        "head = col % 64",
+        "ok = col // 64 < rows_here",
+        "r64 = (first_row + col // 64).to(tl.int64)",
+        "qword = tl.load(words + (r64 * 64 + head) * 16 + v, mask=ok, other=0)",
+        "qexp = tl.load(q_scales_ptr + r64 * 256 + (v // 4) * 64 + (head % 16) * 4 + head // 16, mask=ok, "
+        "other=127).to(tl.int32)",
+        "qmax = tl.inline_asm_elementwise(QMAX, '=r,r', [qexp], dtype=tl.int32, is_pure=True, pack=1)",
+        "shift = 3 - (qmax - qexp)",
+        "query_fold = tl.minimum(query_fold, shift)",
+        "lo, hi = tl.inline_asm_elementwise(TABLES, '=r,=r,r', [shift], dtype=(tl.int32, tl.int32), is_pure=True, "
+        "pack=1)",
+        "p0, p1 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [qword, lo, hi], dtype=(tl.int32, tl.int32), "
+        "is_pure=True, pack=1)",
+        f"q_at = queries + (v % 4) * {n * 32} + col // 8 * 256 + col % 8 * 16 + (v // 4) * 4",
+        "stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at, p0], dtype=tl.int32, is_pure=True, pack=1)",
+        "stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at + 128, p1], dtype=tl.int32, is_pure=True, pack=1)",
+        "weight = tl.load(weights_ptr + r64 * weights_stride + head * weights_head_stride, mask=ok & (v == 0), other=0.0)",
+        "folded = tl.where(ok, weight * power_of_two(qmax, 0.0625), 0.0).to(tl.int32, bitcast=True)",
+        "stored += tl.inline_asm_elementwise(STORE_IF, '=r,r,r,r', [weights_at + col * 4, folded, "
+        "(v == 0).to(tl.int32)], dtype=tl.int32, is_pure=True, pack=1)",
+    ]
+    rr = "tl.arange(0, ROWS)"
+    rows_lines = [f"limit{r} = tl.where({r} < rows_here, tl.minimum(tl.sum(tl.where({rr} == {r}, row_ends, 0), "
+                  f"axis=0), page_end * 64), 0)" for r in range(rows)]
+    rows_lines += [f"out_row{r} = (first_row + {r}).to(tl.int64) * out_stride" for r in range(rows)]
+    if shared_weights:
+        weights = ["weights_at = weights_at + 8 * t"]
+    else:
+        weights = [f"w{2 * j}, w{2 * j + 1} = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [weights_at + 8 * t + "
+                   f"{32 * j}], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)" for j in range(n // 8)]
+    prologue = []
+    for k in range(DEPTH + 1):
+        prologue += load_raw(f"q{k}", PACKAGE_PAGE.format(index=f"page_begin + {k}"))
+    prologue += build("q0", "a0_", "k0")
+    prologue.append(f"page0 = {PACKAGE_PAGE.format(index=f'page_begin + {DEPTH + 1}')}")
+    body = tile_body(n, rows, DEPTH, halves, shared_weights, PACKAGE_PAGE)
+
+    def block(lines, spaces):
+        return "\n".join(" " * spaces + line for line in lines)
+    return f'''
+
+@triton.jit
+def wgmma_rows{rows}_form{form}(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride,
+                          weights_ptr, weights_stride, weights_head_stride, bt_row, block_table_page_stride,
+                          first_row, rows_here, row_ends, page_begin, page_end):
+    ROWS: tl.constexpr = {rows}
+{block(THREAD_LINES, 4)}
+    query_fold = zero + 3
+    # The arrays are the program's for every request it scores: every thread past the last
+    # request's tiles (whose epilogue reads the weights) before they are written again.
+    queries = tl.inline_asm_elementwise(DECLARE_{n}, "=r,r", [thread], dtype=tl.int32, is_pure=True, pack=1)
+    queries = tl.inline_asm_elementwise(BARRIER, "=r,r,r", [queries, zero + first_row], dtype=tl.int32, is_pure=True,
+                                        pack=1)
+    weights_at = tl.inline_asm_elementwise(DECLARE_W{n}, "=r,r", [thread], dtype=tl.int32, is_pure=True, pack=1)
+    words = q_payload_ptr.to(tl.pointer_type(tl.int32))
+    stored = zero
+    for q in range({n // 8}):
+{block(query, 8)}
+    queries, weights_at = tl.inline_asm_elementwise(PUBLISH_BOTH, "=r,=r,r,r,r", [stored, queries, weights_at],
+                                                    dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+{block(weights + rows_lines, 4)}
+    last = page_end - 1
+{block(prologue, 4)}
+    for T in range(page_begin, page_end):
+{block(body, 8)}
+    keys = tl.min(fewest, axis=0)
+    return tl.minimum(fewest_in, tl.where(tl.min(query_fold, axis=0) < 0, -1, keys))
+'''
+
+
+def module_source() -> str:
+    """``score_wgmma.py``: the asm strings, the hot pass per (rows, form), and ``wgmma_request``,
+    which picks one."""
+    head = ('"""Written by ``python -m fp4_inductor.kernels.wgmma_source`` (wgmma_source.py says what it\n'
+            'is): do not edit; tests/test_wgmma.py checks that it is what the generator writes."""\n\n'
+            "import triton\nimport triton.language as tl\n\nfrom .score_math import power_of_two\n\n")
+    head += "".join(f"{k} = tl.constexpr({v!r})\n" for k, v in constants((64, 128, 256)).items())
+    functions = "".join(request_source(rows, form) for rows in (2, 4) for form in PACKAGE_FORMS)
+    dispatch = '''
+
+@triton.jit
+def wgmma_request(fewest, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, weights_ptr,
+                  weights_stride, weights_head_stride, bt_row, block_table_page_stride, first_row, rows_here, row_ends,
+                  page_begin, page_end, ROWS: tl.constexpr, FORM: tl.constexpr):
+    """The hot pass of one row block on wgmmas in inline PTX (``wgmma_rows{ROWS}_form{FORM}``)."""
+'''
+    for i, (rows, form) in enumerate((rows, form) for rows in (2, 4) for form in PACKAGE_FORMS):
+        keyword = "if" if i == 0 else "elif"
+        dispatch += (f"    {keyword} ROWS == {rows} and FORM == {form}:\n"
+                     f"        fewest = wgmma_rows{rows}_form{form}(fewest, out_ptr, out_stride, q_payload_ptr, "
+                     "q_scales_ptr, cache_ptr,\n"
+                     "                                         page_stride, weights_ptr, weights_stride, "
+                     "weights_head_stride, bt_row,\n"
+                     "                                         block_table_page_stride, first_row, rows_here, "
+                     "row_ends, page_begin,\n"
+                     "                                         page_end)\n")
+    dispatch += "    else:\n        tl.static_assert(False, \"wgmma: 2 or 4 rows per block, form 1 or 2\")\n"
+    dispatch += "    return fewest\n"
+    return head + functions + dispatch
+
+
+if __name__ == "__main__":
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "score_wgmma.py")
+    with open(path, "w") as f:
+        f.write(module_source())
