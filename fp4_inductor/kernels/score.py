@@ -69,7 +69,15 @@ def dependent_launch(word_fed: bool, asm: bool, exact: str, out: torch.Tensor) -
     return capability_major(out.device) >= 9
 
 
-def launch_plan(word_fed: bool, columns: int, tuning: dict) -> tuple[int, int, int, bool, int, int]:
+# The wgmma hot pass's register cap per (columns, form), passed as ``maxnreg``: without one ptxas
+# takes what it likes in the package's kernel (165-255 registers); with these, 2 / 2 / 4 / 3
+# programs per SM. sm_90 compiles: no spill on Triton 3.6 but in form 1 at 256 columns (104 bytes
+# of stack, as without a cap); on 3.7.1 112 bytes there and 8 in form 2. Inductor's launches pass
+# no maxnreg: the tuning is for eager launches.
+WGMMA_REGISTERS = {(128, 1): 208, (256, 1): 255, (128, 2): 128, (256, 2): 168}
+
+
+def launch_plan(word_fed: bool, columns: int, tuning: dict, wgmma: int = 0) -> tuple[int, int, int, bool, int, int]:
     """(pages per tile, warps, programs per SM, tiles in pairs, exact-pass split, setup units) of
     one launch pair; ``word_fed``: its hot kernel takes the word-fed loop; ``columns``: rows per
     block x heads. ``tuning`` (tile_pages, num_warps, programs_per_sm, pairs, exact_split,
@@ -105,14 +113,19 @@ def launch_plan(word_fed: bool, columns: int, tuning: dict) -> tuple[int, int, i
       203.6-206.6; nowhere slower). An older tree on the H200 gained nothing with 1-4 and lost 2 %
       at next_n=4; 6 was not tried there.
     """
-    if word_fed:
+    if wgmma:
+        # The hot pass on wgmmas in inline PTX (``score_wgmma``): one warpgroup, a page per tile;
+        # as many programs per SM as its register cap allows (``WGMMA_REGISTERS``). Not timed in
+        # the package yet (docs/benchmarks.md, stop 50).
+        plan = (1, 4, 65536 // (128 * WGMMA_REGISTERS[columns, wgmma]), False)
+    elif word_fed:
         plan = (4, 16, 1, False) if columns <= 64 else (2, 8, 1, True)
     else:
         plan = (2, 4, 2, False)
     keys = ("tile_pages", "num_warps", "programs_per_sm", "pairs")
     tile_pages, num_warps, per_sm, pairs = (tuning.get(key, default) for key, default in zip(keys, plan))
     wide = wide_hot_pass(word_fed, num_warps)
-    split = tuning.get("exact_split", 2 if word_fed else 1)
+    split = tuning.get("exact_split", 2 if word_fed and not wgmma else 1)
     setup = tuning.get("setup_units", 4 if wide else 6 if word_fed else 0)
     return tile_pages, num_warps, per_sm, pairs, split, setup
 
@@ -146,7 +159,7 @@ def schedule_chunk(word_fed: bool, num_warps: int, requests) -> int:
 
 
 def launch_forms(exact: str, asm: bool, word_fed: bool, tile_pages: int, num_warps: int,
-                 pairs: bool = False, split: int = 1, setup: int = 0) -> list[dict]:
+                 pairs: bool = False, split: int = 1, setup: int = 0, wgmma: int = 0) -> list[dict]:
     """The kernel launches of one call, in order, as their constexprs (``WARPS`` is also the
     launch's num_warps), all cutting their shares from the same units (``SHARE_PAGES``), the
     exact pass on ``split`` times the hot pass's programs (``SPLIT``: each hot share cut in
@@ -170,17 +183,34 @@ def launch_forms(exact: str, asm: bool, word_fed: bool, tile_pages: int, num_war
       schedule first).
     - Otherwise it builds with the portable integer builder, at most 2 pages per tile on 4
       warps: inside the loop over a share's requests, Triton 3.7 puts the byte-fed PTX builder
-      in a layout that breaks pack=4 (tests/test_prmt.py compiles every default launch)."""
+      in a layout that breaks pack=4 (tests/test_prmt.py compiles every default launch).
+    ``wgmma`` (1 or 2; word-fed only): the hot pass on wgmmas in inline PTX, in that form
+    (``score_wgmma``); the exact pass as after any word-fed hot pass."""
     if exact == "inline":
         return [dict(MODE=0, TILE_PAGES=tile_pages, SHARE_PAGES=tile_pages, SETUP_UNITS=setup, ASM=asm, WORDS=False,
-                     WARPS=num_warps, PAIRS=False, SPLIT=1)]
+                     WARPS=num_warps, PAIRS=False, SPLIT=1, WGMMA=0)]
     if word_fed:
         exact_pass = dict(TILE_PAGES=1, ASM=asm, WORDS=True, WARPS=4)
     else:
         exact_pass = dict(TILE_PAGES=min(tile_pages, 2), ASM=False, WORDS=False, WARPS=4)
     return [dict(MODE=1, TILE_PAGES=tile_pages, SHARE_PAGES=tile_pages, SETUP_UNITS=setup, ASM=asm, WORDS=word_fed,
-                 WARPS=num_warps, PAIRS=word_fed and pairs, SPLIT=1),
-            dict(MODE=2, SHARE_PAGES=tile_pages, SETUP_UNITS=setup, PAIRS=False, SPLIT=split, **exact_pass)]
+                 WARPS=num_warps, PAIRS=word_fed and pairs, SPLIT=1, WGMMA=wgmma if word_fed else 0),
+            dict(MODE=2, SHARE_PAGES=tile_pages, SETUP_UNITS=setup, PAIRS=False, SPLIT=split, WGMMA=0, **exact_pass)]
+
+
+def check_wgmma(wgmma, word_fed: bool, gpu: bool, asm: bool, heads: int, device) -> None:
+    """The ``wgmma`` tuning's conditions (a ValueError naming what is missing): form 1 or 2, an
+    sm_90 GPU (CUDA), FP4 queries on the word-fed hot pass with the PTX builder (16-byte-aligned
+    cache rows, exact="fixup"), 64 heads."""
+    if wgmma not in (1, 2):
+        raise ValueError(f"wgmma: expected 0, 1 or 2, got {wgmma!r}")
+    if not (gpu and torch.version.hip is None and capability_major(device) == 9):
+        raise ValueError(f"wgmma: expected an sm_90 CUDA device, got {device}")
+    if not (word_fed and asm):
+        raise ValueError("wgmma: expected FP4 queries, exact='fixup' and 16-byte-aligned cache rows (the word-fed hot "
+                         f"pass with the PTX builder), got word_fed={word_fed}, asm={asm}")
+    if heads != 64:
+        raise ValueError(f"wgmma: expected 64 heads, got {heads}")
 
 
 def _sixteen_byte_aligned(cache: torch.Tensor) -> bool:
@@ -194,7 +224,7 @@ def _sixteen_byte_aligned(cache: torch.Tensor) -> bool:
 
 # The launcher's tunings (``launch_score_paged``): for the benchmarks, not part of the API.
 TUNING_KEYS = ("tile_pages", "num_warps", "num_stages", "programs_per_sm", "pairs", "exact_split", "setup_units",
-               "maxnreg", "max_columns", "asm", "exact", "chunk", "programs")
+               "maxnreg", "max_columns", "asm", "exact", "chunk", "programs", "wgmma")
 
 
 def launch_score_paged(
@@ -238,6 +268,10 @@ def launch_score_paged(
     # Rows of a request are scored together up to 128 columns (rows x heads);
     # longer verify groups are split into row blocks, each still sharing its key reads.
     rows_per_block = min(next_power_of_2(max_query_len), max(1, tuning.get("max_columns", 128) // heads))
+    wgmma = tuning.get("wgmma", 0)
+    if wgmma:
+        # The wgmma hot pass takes blocks of 2 or 4 rows (128 or 256 columns at 64 heads).
+        rows_per_block = 2 if max_query_len <= 2 else 4
     row_blocks = cdiv(max_query_len, rows_per_block)
     asm = tuning.get("asm", gpu and torch.version.hip is None and _sixteen_byte_aligned(cache))
     # "fixup" (the default): a hot kernel without the exact path and without a per-tile vote,
@@ -249,22 +283,30 @@ def launch_score_paged(
     # The word-fed hot loop: on the GPU with the PTX builder; the interpreter takes it too (with
     # the integer builder) wherever the words are 4-byte aligned, so CPU runs execute it.
     word_fed = word_fed_pass(exact, query_float) and (asm if gpu else rows_aligned(cache, 4))
-    tile_pages, num_warps, per_sm, pairs, split, setup = launch_plan(word_fed, rows_per_block * heads, tuning)
+    if wgmma:
+        check_wgmma(wgmma, word_fed, gpu, asm, heads, cache.device)
+    tile_pages, num_warps, per_sm, pairs, split, setup = launch_plan(word_fed, rows_per_block * heads, tuning, wgmma)
     if word_fed and (64 * tile_pages) % (16 * num_warps):
         raise ValueError(f"tile_pages: the word-fed loop needs 64 * tile_pages to be a multiple of 16 * num_warps, "
                          f"got tile_pages={tile_pages} with num_warps={num_warps}")
     # One program per share of all requests' pages (the kernel computes the shares), per row block.
     sms = sm_count(cache.device) if gpu else 4
     grid = (max(1, tuning.get("programs", per_sm * sms // row_blocks)), row_blocks)
-    forms = launch_forms(exact, asm, word_fed, tile_pages, num_warps, pairs, split, setup)
+    forms = launch_forms(exact, asm, word_fed, tile_pages, num_warps, pairs, split, setup, wgmma)
+    if "WGMMA" not in kernel.arg_names:
+        # A kernel copy from before the wgmma hot pass (benchmarks/score_variants.py).
+        forms = [{k: v for k, v in form.items() if k != "WGMMA"} for form in forms]
     # The one-kernel form never touches the flags (query_starts is a read-only stand-in).
     flags = torch.empty(grid[0] * grid[1], dtype=torch.uint8, device=out.device) if exact == "fixup" else query_starts
     maxnreg = tuning.get("maxnreg")
+    # The wgmma hot pass's cap, on its launch only (the exact pass keeps its own registers).
+    hot_maxnreg = maxnreg or (WGMMA_REGISTERS[rows_per_block * heads, wgmma] if wgmma else None)
     # A kernel copy from before PDL (benchmarks/score_variants.py) takes neither the constexpr nor
     # the launch option: a dependent launch of a kernel that does not wait would race.
     takes_pdl = "PDL" in kernel.arg_names
     pdl = takes_pdl and dependent_launch(word_fed, asm, exact, out)
     for form in forms:
+        cap = hot_maxnreg if form["MODE"] == 1 else maxnreg
         wrapped(kernel)[(grid[0] * form["SPLIT"], grid[1])](
             out, out.stride(0), q_payload, q_scales, cache, cache.stride(0), weights, weights.stride(0), weights.stride(1),
             block_table, block_table.stride(0), block_table.stride(1), query_starts, row_ends, requests,
@@ -273,7 +315,7 @@ def launch_score_paged(
             CHUNK=tuning.get("chunk", schedule_chunk(form["WORDS"], form["WARPS"], requests)), **form,
             num_warps=form["WARPS"],
             num_stages=tuning.get("num_stages", 3),
-            **({"maxnreg": maxnreg} if maxnreg else {}),
+            **({"maxnreg": cap} if cap else {}),
             **({"PDL": pdl} if takes_pdl else {}),
             # Only with PDL (eager): a launch option that torch's traced launches do not take.
             **({"launch_pdl": form["MODE"] == 2} if pdl else {}),

@@ -11,6 +11,7 @@ from .ptx import (PINGPONG_1, PINGPONG_8, PINGPONG_32, PINGPONG_FIRST, PINGPONG_
 from .score_math import (FOLD_LIMIT, exact_tile, float_query_operands, fold_classes, folded_logits, key_dot,
                          key_operands, power_of_two, query_operands, store_exact_logits, word_operands)
 from .score_tiles import load_key_bytes, store_tile, tile_keys, tile_outputs, tile_page_ids
+from .score_wgmma import wgmma_request
 
 SCHEDULE_CHUNK = 128  # the schedule's step (requests per step) where score.schedule_chunk knows no better
 # The word-fed exact pass's scan: steps (of 4 * WARPS pages) per group, a bit each in an int32.
@@ -25,9 +26,11 @@ def score_request(
     block_table_ptr, block_table_stride, block_table_page_stride, query_starts_ptr, row_ends_ptr, width, num_rows,
     HEADS: tl.constexpr, ROWS: tl.constexpr, TILE_PAGES: tl.constexpr, ASM: tl.constexpr, QUERY_FLOAT: tl.constexpr,
     DOT_DTYPE: tl.constexpr, MODE: tl.constexpr, WORDS: tl.constexpr, WARPS: tl.constexpr, PAIRS: tl.constexpr,
+    WGMMA: tl.constexpr,
 ):
     """Pages [share_begin, share_end) of ``request`` for all of its rows (its row blocks from
-    program_id(1) on, in steps of num_programs(1)); returns ``fewest`` (MODE 1), updated."""
+    program_id(1) on, in steps of num_programs(1)); returns ``fewest`` (MODE 1), updated. WGMMA
+    (1 or 2, MODE 1 only): the hot pass on wgmmas in inline PTX (``score_wgmma``), in that form."""
     N: tl.constexpr = ROWS * HEADS
     M: tl.constexpr = 64 * TILE_PAGES
     # Rows lie within the launch's, whatever query_starts says. (The loads written out here, in
@@ -49,7 +52,14 @@ def score_request(
         pages_needed = tl.cdiv(narrow_end(tl.max(row_ends, axis=0), width), 64)
         page_begin = share_begin
         page_end = tl.minimum(share_end, pages_needed)
-        if page_begin < page_end:
+        if WGMMA != 0 and page_begin < page_end:
+            tl.static_assert(MODE == 1 and WARPS == 4 and TILE_PAGES == 1 and HEADS == 64,
+                             "the wgmma hot pass: MODE 1, one warpgroup, a page per tile, 64 heads")
+            fewest = wgmma_request(
+                fewest, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, weights_ptr,
+                weights_stride, weights_head_stride, block_table_ptr + request.to(tl.int64) * block_table_stride,
+                block_table_page_stride, first_row, rows_here, row_ends, page_begin, page_end, ROWS, WGMMA)
+        if WGMMA == 0 and page_begin < page_end:
             bt_row = block_table_ptr + request.to(tl.int64) * block_table_stride
             # The 16-warp hot loop's first tile (page ids, then keys) is asked for before the query
             # block, so that its loads are in flight while the query block's are (H200, next_n=1:
@@ -457,6 +467,7 @@ def score_paged_kernel(
     PAIRS: tl.constexpr,
     SPLIT: tl.constexpr,
     PDL: tl.constexpr,
+    WGMMA: tl.constexpr,
 ):
     # MODE 0: both paths in one loop, one vote per tile on which to take. MODE 1: the folded
     # path for every key, no vote; a key that does not fold keeps only its folding groups and
@@ -491,7 +502,7 @@ def score_paged_kernel(
             fewest, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, weights_ptr,
             weights_stride, weights_head_stride, block_table_ptr, block_table_stride, block_table_page_stride,
             query_starts_ptr, row_ends_ptr, requests, width, num_rows, HEADS, ROWS, TILE_PAGES, SHARE_PAGES,
-            SETUP_UNITS, CHUNK, ASM, QUERY_FLOAT, DOT_DTYPE, MODE, WORDS, WARPS, PAIRS)
+            SETUP_UNITS, CHUNK, ASM, QUERY_FLOAT, DOT_DTYPE, MODE, WORDS, WARPS, PAIRS, WGMMA)
     if MODE == 1:
         tl.store(flag_at, (tl.min(fewest, axis=0) < 0).to(tl.uint8))
     if WORDS and ASM and MODE == 1:
@@ -507,7 +518,7 @@ def score_share(
     requests, width, num_rows, HEADS: tl.constexpr, ROWS: tl.constexpr, TILE_PAGES: tl.constexpr,
     SHARE_PAGES: tl.constexpr, SETUP_UNITS: tl.constexpr, CHUNK: tl.constexpr, ASM: tl.constexpr,
     QUERY_FLOAT: tl.constexpr, DOT_DTYPE: tl.constexpr, MODE: tl.constexpr, WORDS: tl.constexpr, WARPS: tl.constexpr,
-    PAIRS: tl.constexpr,
+    PAIRS: tl.constexpr, WGMMA: tl.constexpr,
 ):
     """The program's share (of num_programs(0)) of all requests' pages, in ``MODE``; returns
     ``fewest`` (MODE 1), updated.
@@ -556,7 +567,7 @@ def score_share(
             out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, weights_ptr, weights_stride,
             weights_head_stride, block_table_ptr, block_table_stride, block_table_page_stride,
             query_starts_ptr, row_ends_ptr, width, num_rows, HEADS, ROWS, TILE_PAGES, ASM, QUERY_FLOAT, DOT_DTYPE, MODE, WORDS,
-            WARPS, PAIRS)
+            WARPS, PAIRS, WGMMA)
         first_unit += with_setup(units, SETUP_UNITS)
         request += 1
     return fewest

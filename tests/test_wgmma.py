@@ -1,0 +1,130 @@
+"""The scorer's hot pass on int8 wgmmas in inline PTX (``kernels/score_wgmma.py``, written by
+``kernels/wgmma_source.py``; the launcher's ``wgmma`` tuning, off by default): the checked-in
+kernel is what its generator writes; compiled for sm_90 on any machine, no wgmma is serialized by
+ptxas, the waits are where the form puts them and the register caps hold without spills; the
+launcher refuses what it cannot run; on an sm_90 GPU, its logits match float64 on ragged,
+permuted batches, with keys and queries that do not fold (the exact pass after it), and nothing
+is written outside the valid region."""
+
+import json
+import os
+
+import pytest
+import torch
+
+import fp4_inductor as fp4
+from fp4_inductor import reference
+from fp4_inductor.kernels import wgmma_source
+
+from conftest import HAS_TRITON
+from helpers import NEEDS_SM90_TOOLS, float64_scores, random_keys, run_sm90_script, scoring_case
+
+pytestmark = pytest.mark.skipif(not HAS_TRITON, reason="needs triton")
+
+
+def test_the_checked_in_kernel_is_what_the_generator_writes():
+    path = os.path.join(os.path.dirname(wgmma_source.__file__), "score_wgmma.py")
+    with open(path) as f:
+        assert f.read() == wgmma_source.module_source(), "run: python -m fp4_inductor.kernels.wgmma_source"
+
+
+def test_every_asm_string_is_one_line():
+    """Inductor copies a kernel's constexpr globals into its generated code, where a string with a
+    newline does not survive (ptx.py)."""
+    for name, text in wgmma_source.constants().items():
+        assert "\n" not in text, name
+
+
+_COMPILE = NEEDS_SM90_TOOLS + """
+import json
+from fp4_inductor.kernels import score
+from fp4_inductor.kernels.sm90 import compile_scorer, dump_cubin, ptxas_verdict, wgmma_order
+out = {}
+for rows, form in ((2, 1), (2, 2), (4, 1), (4, 2)):
+    plan = score.launch_plan(True, rows * 64, {}, form)
+    hot = score.launch_forms("fixup", True, True, plan[0], plan[1], plan[3], plan[4], plan[5], form)[0]
+    cap = score.WGMMA_REGISTERS[rows * 64, form]
+    kernel = compile_scorer(score.score_paged_kernel, rows, hot, maxnreg=cap)
+    usage = dump_cubin(kernel.asm["cubin"], "resource-usage")
+    out[f"{rows},{form}"] = dict(plan=plan, hot=hot, cap=cap, warnings=ptxas_verdict(kernel.asm["ptx"])[1],
+                                 registers=int(usage.split("REG:")[1].split()[0]),
+                                 stack=int(usage.split("STACK:")[1].split()[0]), order=wgmma_order(kernel.asm["cubin"]))
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    """The wgmma hot pass of each (rows, form) as the launcher plans it, compiled for sm_90 in a
+    fresh process (the tests here may run Triton's interpreter, which cannot compile)."""
+    return json.loads(run_sm90_script(_COMPILE))
+
+
+@pytest.mark.parametrize("rows, form", [(2, 1), (2, 2), (4, 1), (4, 2)])
+def test_the_hot_pass_compiles_for_sm90(compiled, rows, form):
+    got = compiled[f"{rows},{form}"]
+    assert got["hot"]["WGMMA"] == form and got["hot"]["WARPS"] == 4 and got["hot"]["TILE_PAGES"] == 1
+    assert got["plan"][2] == 65536 // (128 * got["cap"])  # programs per SM from the cap
+    assert got["warnings"] == []  # no wgmma serialized by ptxas
+    assert got["registers"] <= got["cap"]
+    # Form 1 at 256 columns spills at the largest cap; form 2 a word or two on Triton 3.7.1
+    # (score.WGMMA_REGISTERS).
+    assert got["stack"] <= (128 if (rows, form) == (4, 1) else 8 if form == 2 else 0)
+    # The loop's two half dots: in flight together (form 1), one after the other (form 2).
+    loop = "group, group, wait 0x1, wait 0x0" if form == 1 else "group, wait 0x0, group, wait 0x0"
+    assert got["order"] == loop
+
+
+def test_the_launcher_refuses_what_it_cannot_run(gen):
+    from fp4_inductor.kernels.score import launch_score_paged
+
+    case = scoring_case(gen, "cpu", heads=64, query_lens=[2, 1], seq_lens=[300, 70])
+    query = fp4.quantize_queries(case["q"])
+    out = torch.full((case["q"].shape[0], case["block_table"].shape[1] * 64), float("nan"))
+    args = (out, *query, case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"],
+            case["max_query_len"])
+    with pytest.raises(ValueError, match="wgmma: expected 0, 1 or 2, got 3"):
+        launch_score_paged(*args, wgmma=3)
+    with pytest.raises(ValueError, match="wgmma: expected an sm_90 CUDA device, got cpu"):
+        launch_score_paged(*args, wgmma=1)
+    assert out.isnan().all()  # nothing written
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.version.hip is not None
+                    or torch.cuda.get_device_capability()[0] != 9, reason="needs an sm_90 NVIDIA GPU")
+@pytest.mark.parametrize("form", [1, 2])
+@pytest.mark.parametrize("query_lens, seq_lens", [([2, 2, 1, 2], [4096, 333, 1500, 64]),
+                                                  ([4, 3, 1], [2100, 4096, 700]),
+                                                  ([3, 4, 2, 4], [65, 1000, 4096, 130])])
+def test_logits_match_float64_on_the_gpu(gen, form, query_lens, seq_lens):
+    """Ragged verify rows (blocks of 2 or 4 rows, some short), permuted merged pages, keys whose
+    group scales do not fold in a few pages (the exact pass rewrites them) and a query head that
+    does not fold in the first request: every logit of the valid region within 1e-5 of float64
+    (relative to the row's largest |sum| of |w| relu), nothing written outside it, and the
+    default hot pass's logits as close."""
+    from fp4_inductor.kernels.score import launch_score_paged
+
+    case = scoring_case(gen, "cuda", heads=64, query_lens=query_lens, seq_lens=seq_lens)
+    pages = case["block_table"].cpu()[:, [1, 3]].flatten().long()
+    slots = (pages[:, None] * 64 + torch.arange(0, 64, 5)).flatten()
+    fp4.store_keys(random_keys(slots.shape[0], gen, group_spread=9).cuda(), case["cache"], slots.cuda())
+    q = case["q"].clone()
+    q[0, 5, :32] *= 2.0**10  # one head of the first row whose group scales do not fold
+    query = fp4.quantize_queries(q)
+    width = case["block_table"].shape[1] * 64
+    args = (*query, case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"],
+            case["max_query_len"])
+    valid = reference.valid_region(case["query_starts"], case["row_ends"], width).cpu()
+    expected = float64_scores(query, case["cache"], case["weights"], case["block_table"], case["query_starts"],
+                              case["row_ends"])
+    magnitude = float64_scores(query, case["cache"], case["weights"], case["block_table"], case["query_starts"],
+                               case["row_ends"], magnitude=True)
+    scale = torch.where(valid, magnitude, 0.0).amax(1, keepdim=True).clamp(min=1e-30)
+    for tuning in ({"wgmma": form}, {}):
+        out = torch.full((q.shape[0], width), float("nan"), device="cuda")
+        launch_score_paged(out, *args, **tuning)
+        got = out.cpu().double()
+        assert got[~valid].isnan().all(), tuning
+        error = ((got - expected).abs() / scale)[valid]
+        assert error.max() < 1e-5, (tuning, error.max().item())
