@@ -13,7 +13,10 @@
 # about 60 s warm); `wgmma` the in-flight wgmma probes (`asm_wgmma.py`: an int8 wgmma in inline PTX,
 # values, waits and time of a tile loop; `wgmma_accumulators.py`: the fp8 dot's sums; about 30 s);
 # `scorer` the hot pass on inline-PTX wgmmas (`wgmma_scorer.py`: logits against float64 and the
-# package's, then both timed; about 270 s on a cold Triton cache).
+# package's, then both timed; about 270 s on a cold Triton cache); `hotwg` the package's wgmma hot
+# pass (the launcher's `wgmma` tuning, off by default): its GPU tests, then forms 1 and 2 timed
+# against the default hot pass (`score_ab.py`; their logits differ from it in the float32 sums'
+# order, so "DIFFERS" is expected there; the tests check them against float64).
 # Logs go to $OUT.
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp}
@@ -59,6 +62,14 @@ wgmma)
 scorer)
   timeout 540 python3 benchmarks/wgmma_scorer.py > "$OUT/wgmma_scorer.log" 2>&1 || echo "wgmma_scorer: rc $?"
   grep -E "^(\| [0-9]|FAILED)" "$OUT/wgmma_scorer.log" | grep -v "^| 4x4096"
+  ;;
+hotwg)
+  timeout 240 python3 -m pytest -q -p no:cacheprovider -rfE tests/test_wgmma.py -m gpu > "$OUT/wgmma_tests.log" 2>&1
+  tail -2 "$OUT/wgmma_tests.log"; grep -E "^(FAILED|ERROR)" "$OUT/wgmma_tests.log" | head
+  cd benchmarks
+  PYTHONPATH=$PWD/..:$PWD timeout 300 python3 score_ab.py --shapes 64x32768x2,64x32768x4,16x131072x2 --rounds 2 \
+    shipped shipped:wgmma=1 shipped:wgmma=2 > "$OUT/wgmma_ab.log" 2>&1 || echo "score_ab: rc $?"
+  grep -h "^| [0-9]" "$OUT/wgmma_ab.log"
   ;;
 cuts)
   python3 benchmarks/cut_parts.py /tmp/cuts > /dev/null || exit 1
