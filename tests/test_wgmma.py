@@ -16,7 +16,7 @@ import fp4_inductor as fp4
 from fp4_inductor import reference
 from fp4_inductor.kernels import wgmma_source
 
-from conftest import HAS_TRITON
+from conftest import HAS_TRITON, INTERPRETER
 from helpers import NEEDS_SM90_TOOLS, float64_scores, random_keys, run_sm90_script, scoring_case
 
 pytestmark = pytest.mark.skipif(not HAS_TRITON, reason="needs triton")
@@ -64,9 +64,10 @@ def compiled():
 def test_the_hot_pass_compiles_for_sm90(compiled, rows, form):
     got = compiled[f"{rows},{form}"]
     assert got["hot"]["WGMMA"] == form and got["hot"]["WARPS"] == 4 and got["hot"]["TILE_PAGES"] == 1
-    assert got["plan"][2] == 65536 // (128 * got["cap"])  # programs per SM from the cap
+    # The programs per SM the launcher plans are what the compiled registers (allocated in steps
+    # of 8) allow: a cap looser than the kernel needs would plan too few.
+    assert got["plan"][2] == 65536 // (128 * -(-got["registers"] // 8) * 8)
     assert got["warnings"] == []  # no wgmma serialized by ptxas
-    assert got["registers"] <= got["cap"]
     # Form 1 at 256 columns spills at the largest cap; form 2 a word or two on Triton 3.7.1
     # (score.WGMMA_REGISTERS).
     assert got["stack"] <= (128 if (rows, form) == (4, 1) else 8 if form == 2 else 0)
@@ -90,19 +91,82 @@ def test_the_launcher_refuses_what_it_cannot_run(gen):
     assert out.isnan().all()  # nothing written
 
 
+def test_the_wgmma_conditions(monkeypatch):
+    """Each condition of ``check_wgmma`` names what it expected and what came (the device check
+    passed with a stand-in for the capability)."""
+    from fp4_inductor.kernels import score
+
+    monkeypatch.setattr(score, "capability_major", lambda device: 9)
+    monkeypatch.setattr(score.torch.version, "hip", None)
+    payload = torch.zeros(3, 64, 64, dtype=torch.uint8)
+    kernel = score.score_paged_kernel
+    score.check_wgmma(2, True, True, True, 64, "cuda:0", payload, kernel)  # all met
+    with pytest.raises(ValueError, match="word_fed=False, asm=True"):
+        score.check_wgmma(1, False, True, True, 64, "cuda:0", payload, kernel)
+    with pytest.raises(ValueError, match="expected 64 heads, got 32"):
+        score.check_wgmma(1, True, True, True, 32, "cuda:0", payload, kernel)
+    with pytest.raises(ValueError, match="4-byte aligned, got a storage offset of 2 bytes"):
+        score.check_wgmma(1, True, True, True, 64, "cuda:0", payload.flatten()[2:].unflatten(0, (1, -1))[:, :64 * 64]
+                          .view(1, 64, 64), kernel)
+    old = type("OldKernel", (), {"arg_names": [n for n in kernel.arg_names if n != "WGMMA"]})()
+    with pytest.raises(ValueError, match="expected a kernel that takes WGMMA"):
+        score.check_wgmma(1, True, True, True, 64, "cuda:0", payload, old)
+    monkeypatch.setattr(score, "capability_major", lambda device: 10)
+    with pytest.raises(ValueError, match="expected an sm_90 CUDA device"):
+        score.check_wgmma(1, True, True, True, 64, "cuda:0", payload, kernel)
+
+
+@pytest.mark.skipif(not INTERPRETER, reason="needs TRITON_INTERPRET=1 and triton")
+def test_the_exact_pass_at_four_rows(gen):
+    """With 4-row blocks (the wgmma plan at next_n=3 or 4) the exact pass runs at 256 columns, which
+    the default launches never do: on the interpreter, the plan's launch shape (a page per tile,
+    4 warps, the exact pass on the hot pass's programs) with keys and a query head that do not
+    fold, against float64."""
+    from fp4_inductor.kernels.score import launch_score_paged
+
+    case = scoring_case(gen, "cpu", heads=64, query_lens=[4, 3], seq_lens=[400, 150])
+    pages = case["block_table"][:, [1, 3]].flatten().long()
+    slots = (pages[:, None] * 64 + torch.arange(0, 64, 9)).flatten()
+    fp4.store_keys(random_keys(slots.shape[0], gen, group_spread=9), case["cache"], slots)
+    q = case["q"].clone()
+    q[4, 7, 32:64] *= 2.0**10  # a head of the second request's first row that does not fold
+    query = fp4.quantize_queries(q)
+    width = case["block_table"].shape[1] * 64
+    out = torch.full((q.shape[0], width), float("nan"))
+    launch_score_paged(out, *query, case["cache"], case["weights"], case["block_table"], case["query_starts"],
+                       case["row_ends"], case["max_query_len"], max_columns=256, tile_pages=1, num_warps=4,
+                       exact_split=1, setup_units=6)
+    assert_matches_float64(out, query, case)
+
+
+def assert_matches_float64(out, query, case):
+    """Every logit of the valid region within 1e-5 of float64, relative to its own sum of
+    |w_h| relu(s_h) (signed weights may cancel), and nothing written outside it."""
+    args = (query, case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"])
+    want = float64_scores(*args)
+    scale = float64_scores(*args, magnitude=True)
+    valid = reference.valid_region(case["query_starts"].cpu(), case["row_ends"].cpu(), want.shape[1])
+    got = out.cpu().double()
+    assert got[~valid].isnan().all()
+    worst = ((got - want).abs() / scale.clamp_min(1e-30))[valid].max()
+    assert worst < 1e-5, f"elementwise relative error {worst:.2e}"
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.version.hip is not None
                     or torch.cuda.get_device_capability()[0] != 9, reason="needs an sm_90 NVIDIA GPU")
 @pytest.mark.parametrize("form", [1, 2])
 @pytest.mark.parametrize("query_lens, seq_lens", [([2, 2, 1, 2], [4096, 333, 1500, 64]),
                                                   ([4, 3, 1], [2100, 4096, 700]),
-                                                  ([3, 4, 2, 4], [65, 1000, 4096, 130])])
-def test_logits_match_float64_on_the_gpu(gen, form, query_lens, seq_lens):
-    """Ragged verify rows (blocks of 2 or 4 rows, some short), permuted merged pages, keys whose
-    group scales do not fold in a few pages (the exact pass rewrites them) and a query head that
-    does not fold in the first request: every logit of the valid region within 1e-5 of float64
-    (relative to the row's largest |sum| of |w| relu), nothing written outside it, and the
-    default hot pass's logits as close."""
+                                                  ([8, 5, 1], [1200, 4096, 90])])
+@pytest.mark.parametrize("programs", [None, 1, 3, 7])
+def test_logits_match_float64_on_the_gpu(gen, form, query_lens, seq_lens, programs):
+    """Ragged verify rows (blocks of 2 or 4 rows, some short; 8 rows in two blocks), permuted
+    merged pages, keys whose group scales do not fold in a few pages (the exact pass rewrites
+    them) and a query head that does not fold in the first request; on the launcher's programs
+    (one tile or none each, here) and on 1, 3 and 7 (many tiles and requests per program, each
+    request's arrays written again): every logit of the valid region within 1e-5 of float64, as
+    the default hot pass's, and nothing written outside it."""
     from fp4_inductor.kernels.score import launch_score_paged
 
     case = scoring_case(gen, "cuda", heads=64, query_lens=query_lens, seq_lens=seq_lens)
@@ -115,16 +179,8 @@ def test_logits_match_float64_on_the_gpu(gen, form, query_lens, seq_lens):
     width = case["block_table"].shape[1] * 64
     args = (*query, case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"],
             case["max_query_len"])
-    valid = reference.valid_region(case["query_starts"], case["row_ends"], width).cpu()
-    expected = float64_scores(query, case["cache"], case["weights"], case["block_table"], case["query_starts"],
-                              case["row_ends"])
-    magnitude = float64_scores(query, case["cache"], case["weights"], case["block_table"], case["query_starts"],
-                               case["row_ends"], magnitude=True)
-    scale = torch.where(valid, magnitude, 0.0).amax(1, keepdim=True).clamp(min=1e-30)
-    for tuning in ({"wgmma": form}, {}):
+    extra = {} if programs is None else {"programs": programs}
+    for tuning in ({"wgmma": form, **extra}, extra):
         out = torch.full((q.shape[0], width), float("nan"), device="cuda")
         launch_score_paged(out, *args, **tuning)
-        got = out.cpu().double()
-        assert got[~valid].isnan().all(), tuning
-        error = ((got - expected).abs() / scale)[valid]
-        assert error.max() < 1e-5, (tuning, error.max().item())
+        assert_matches_float64(out, query, case)

@@ -72,8 +72,10 @@ def dependent_launch(word_fed: bool, asm: bool, exact: str, out: torch.Tensor) -
 # The wgmma hot pass's register cap per (columns, form), passed as ``maxnreg``: without one ptxas
 # takes what it likes in the package's kernel (165-255 registers); with these, 2 / 2 / 4 / 3
 # programs per SM. sm_90 compiles: no spill on Triton 3.6 but in form 1 at 256 columns (104 bytes
-# of stack, as without a cap); on 3.7.1 112 bytes there and 8 in form 2. Inductor's launches pass
-# no maxnreg: the tuning is for eager launches.
+# of stack, as without a cap); on 3.7.1 112 bytes there and 8 in form 2. The tuning is for eager
+# launches (a traced launch with ``maxnreg`` was not tried). At 256 columns the exact pass after it
+# runs 4-row blocks too, which the default launches never do (255 registers and 2176 bytes of
+# stack on Triton 3.6, against 176 at 2 rows).
 WGMMA_REGISTERS = {(128, 1): 208, (256, 1): 255, (128, 2): 128, (256, 2): 168}
 
 
@@ -198,10 +200,12 @@ def launch_forms(exact: str, asm: bool, word_fed: bool, tile_pages: int, num_war
             dict(MODE=2, SHARE_PAGES=tile_pages, SETUP_UNITS=setup, PAIRS=False, SPLIT=split, WGMMA=0, **exact_pass)]
 
 
-def check_wgmma(wgmma, word_fed: bool, gpu: bool, asm: bool, heads: int, device) -> None:
+def check_wgmma(wgmma, word_fed: bool, gpu: bool, asm: bool, heads: int, device, q_payload: torch.Tensor,
+                kernel) -> None:
     """The ``wgmma`` tuning's conditions (a ValueError naming what is missing): form 1 or 2, an
     sm_90 GPU (CUDA), FP4 queries on the word-fed hot pass with the PTX builder (16-byte-aligned
-    cache rows, exact="fixup"), 64 heads."""
+    cache rows, exact="fixup"), 64 heads, query payload rows 4-byte aligned (the hot pass loads
+    them as words), a kernel that takes ``WGMMA`` (not a copy from before it)."""
     if wgmma not in (1, 2):
         raise ValueError(f"wgmma: expected 0, 1 or 2, got {wgmma!r}")
     if not (gpu and torch.version.hip is None and capability_major(device) == 9):
@@ -211,6 +215,11 @@ def check_wgmma(wgmma, word_fed: bool, gpu: bool, asm: bool, heads: int, device)
                          f"pass with the PTX builder), got word_fed={word_fed}, asm={asm}")
     if heads != 64:
         raise ValueError(f"wgmma: expected 64 heads, got {heads}")
+    if not rows_aligned(q_payload, 4):
+        raise ValueError("wgmma: expected the query payload's rows 4-byte aligned, got a storage offset of "
+                         f"{q_payload.storage_offset()} bytes")
+    if "WGMMA" not in kernel.arg_names:
+        raise ValueError(f"wgmma: expected a kernel that takes WGMMA, got {getattr(kernel, '__name__', kernel)}")
 
 
 def _sixteen_byte_aligned(cache: torch.Tensor) -> bool:
@@ -284,7 +293,7 @@ def launch_score_paged(
     # the integer builder) wherever the words are 4-byte aligned, so CPU runs execute it.
     word_fed = word_fed_pass(exact, query_float) and (asm if gpu else rows_aligned(cache, 4))
     if wgmma:
-        check_wgmma(wgmma, word_fed, gpu, asm, heads, cache.device)
+        check_wgmma(wgmma, word_fed, gpu, asm, heads, cache.device, q_payload, kernel)
     tile_pages, num_warps, per_sm, pairs, split, setup = launch_plan(word_fed, rows_per_block * heads, tuning, wgmma)
     if word_fed and (64 * tile_pages) % (16 * num_warps):
         raise ValueError(f"tile_pages: the word-fed loop needs 64 * tile_pages to be a multiple of 16 * num_warps, "

@@ -16,7 +16,7 @@ LDSW = tl.constexpr('ld.shared.v2.f32 {$0, $1}, [$2];')
 STORE = tl.constexpr('{ st.shared.u32 [$1], $2; mov.u32 $0, 0; }')
 STORE_IF = tl.constexpr('{ .reg .pred p; setp.ne.b32 p, $3, 0; @p st.shared.u32 [$1], $2; mov.u32 $0, 0; }')
 PUBLISH = tl.constexpr('{ fence.proxy.async.shared::cta; bar.sync 0; mov.u32 $0, $1; }')
-BARRIER = tl.constexpr('{ bar.sync 0; mov.b32 $0, $1; }')
+BARRIER = tl.constexpr('{ bar.sync 0; mov.b32 $0, $2; mov.b32 $1, $3; }')
 PUBLISH_BOTH = tl.constexpr('{ fence.proxy.async.shared::cta; bar.sync 0; mov.u32 $0, $3; mov.u32 $1, $4; }')
 LOAD4 = tl.constexpr('ld.global.nc.L1::no_allocate.v4.b32 {$0, $1, $2, $3}, [$4];')
 LOAD4_C = tl.constexpr('=r,=r,=r,=r,l')
@@ -72,9 +72,9 @@ def wgmma_rows2_form1(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_pt
     # The arrays are the program's for every request it scores: every thread past the last
     # request's tiles (whose epilogue reads the weights) before they are written again.
     queries = tl.inline_asm_elementwise(DECLARE_128, "=r,r", [thread], dtype=tl.int32, is_pure=True, pack=1)
-    queries = tl.inline_asm_elementwise(BARRIER, "=r,r,r", [queries, zero + first_row], dtype=tl.int32, is_pure=True,
-                                        pack=1)
     weights_at = tl.inline_asm_elementwise(DECLARE_W128, "=r,r", [thread], dtype=tl.int32, is_pure=True, pack=1)
+    queries, weights_at = tl.inline_asm_elementwise(BARRIER, "=r,=r,r,r,r", [queries, weights_at, zero + first_row],
+                                                    dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
     words = q_payload_ptr.to(tl.pointer_type(tl.int32))
     stored = zero
     for q in range(16):
@@ -339,9 +339,9 @@ def wgmma_rows2_form2(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_pt
     # The arrays are the program's for every request it scores: every thread past the last
     # request's tiles (whose epilogue reads the weights) before they are written again.
     queries = tl.inline_asm_elementwise(DECLARE_128, "=r,r", [thread], dtype=tl.int32, is_pure=True, pack=1)
-    queries = tl.inline_asm_elementwise(BARRIER, "=r,r,r", [queries, zero + first_row], dtype=tl.int32, is_pure=True,
-                                        pack=1)
     weights_at = tl.inline_asm_elementwise(DECLARE_W128, "=r,r", [thread], dtype=tl.int32, is_pure=True, pack=1)
+    queries, weights_at = tl.inline_asm_elementwise(BARRIER, "=r,=r,r,r,r", [queries, weights_at, zero + first_row],
+                                                    dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
     words = q_payload_ptr.to(tl.pointer_type(tl.int32))
     stored = zero
     for q in range(16):
@@ -609,9 +609,9 @@ def wgmma_rows4_form1(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_pt
     # The arrays are the program's for every request it scores: every thread past the last
     # request's tiles (whose epilogue reads the weights) before they are written again.
     queries = tl.inline_asm_elementwise(DECLARE_256, "=r,r", [thread], dtype=tl.int32, is_pure=True, pack=1)
-    queries = tl.inline_asm_elementwise(BARRIER, "=r,r,r", [queries, zero + first_row], dtype=tl.int32, is_pure=True,
-                                        pack=1)
     weights_at = tl.inline_asm_elementwise(DECLARE_W256, "=r,r", [thread], dtype=tl.int32, is_pure=True, pack=1)
+    queries, weights_at = tl.inline_asm_elementwise(BARRIER, "=r,=r,r,r,r", [queries, weights_at, zero + first_row],
+                                                    dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
     words = q_payload_ptr.to(tl.pointer_type(tl.int32))
     stored = zero
     for q in range(32):
@@ -1030,9 +1030,9 @@ def wgmma_rows4_form2(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_pt
     # The arrays are the program's for every request it scores: every thread past the last
     # request's tiles (whose epilogue reads the weights) before they are written again.
     queries = tl.inline_asm_elementwise(DECLARE_256, "=r,r", [thread], dtype=tl.int32, is_pure=True, pack=1)
-    queries = tl.inline_asm_elementwise(BARRIER, "=r,r,r", [queries, zero + first_row], dtype=tl.int32, is_pure=True,
-                                        pack=1)
     weights_at = tl.inline_asm_elementwise(DECLARE_W256, "=r,r", [thread], dtype=tl.int32, is_pure=True, pack=1)
+    queries, weights_at = tl.inline_asm_elementwise(BARRIER, "=r,=r,r,r,r", [queries, weights_at, zero + first_row],
+                                                    dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
     words = q_payload_ptr.to(tl.pointer_type(tl.int32))
     stored = zero
     for q in range(32):

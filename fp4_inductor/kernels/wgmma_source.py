@@ -257,10 +257,11 @@ def constants(sizes=(32, 64, 128, 256)) -> dict[str, str]:
 
 # A shared store where $3 is not 0; the folded weights' writers.
 STORE_IF = "{ .reg .pred p; setp.ne.b32 p, $3, 0; @p st.shared.u32 [$1], $2; mov.u32 $0, 0; }"
-# Every thread of the program here (the one warpgroup) before it goes on; $2, unused, is a value
-# of the request, so that the barrier (pure asm, for Inductor's analysis) is not hoisted out of
-# the loop over requests.
-BARRIER = "{ bar.sync 0; mov.b32 $0, $1; }"
+# Every thread of the program here (the one warpgroup) before it goes on, the two arrays'
+# addresses passed on (so that their stores come after it); $4, unused, is a value of the
+# request, so that the barrier (pure asm, for Inductor's analysis) is not hoisted out of the
+# loop over requests.
+BARRIER = "{ bar.sync 0; mov.b32 $0, $2; mov.b32 $1, $3; }"
 # PUBLISH for both arrays: the async proxy fenced, every thread's stores ($2) done, the arrays'
 # addresses passed on, so that what reads them (the weights' loads) comes after.
 PUBLISH_BOTH = "{ fence.proxy.async.shared::cta; bar.sync 0; mov.u32 $0, $3; mov.u32 $1, $4; }"
@@ -288,7 +289,8 @@ THREAD_LINES = [
 PACKAGE_PAGE = "tl.load(bt_row + tl.minimum({index}, last) * block_table_page_stride).to(tl.uint32).to(tl.int64)"
 # The forms of the package's hot pass (``WGMMA``): 1, the tile's dot in two halves of the query
 # rows, both in flight, the weights in registers; 2, the halves one after the other with the
-# weights in shared memory (half the accumulators live: 4 to 5 programs per SM).
+# weights in shared memory (half the accumulators live: 4 and 3 programs per SM at 2 and 4 rows,
+# score.WGMMA_REGISTERS). Form 2 has not run on a GPU yet, not even in the prototype.
 PACKAGE_FORMS = {1: dict(halves=1, shared_weights=False), 2: dict(halves=2, shared_weights=True)}
 DEPTH = 1  # keys loaded a step earlier than the step that builds their operand
 
@@ -356,9 +358,9 @@ def wgmma_rows{rows}_form{form}(fewest_in, out_ptr, out_stride, q_payload_ptr, q
     # The arrays are the program's for every request it scores: every thread past the last
     # request's tiles (whose epilogue reads the weights) before they are written again.
     queries = tl.inline_asm_elementwise(DECLARE_{n}, "=r,r", [thread], dtype=tl.int32, is_pure=True, pack=1)
-    queries = tl.inline_asm_elementwise(BARRIER, "=r,r,r", [queries, zero + first_row], dtype=tl.int32, is_pure=True,
-                                        pack=1)
     weights_at = tl.inline_asm_elementwise(DECLARE_W{n}, "=r,r", [thread], dtype=tl.int32, is_pure=True, pack=1)
+    queries, weights_at = tl.inline_asm_elementwise(BARRIER, "=r,=r,r,r,r", [queries, weights_at, zero + first_row],
+                                                    dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
     words = q_payload_ptr.to(tl.pointer_type(tl.int32))
     stored = zero
     for q in range({n // 8}):
