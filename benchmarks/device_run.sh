@@ -64,10 +64,10 @@ scorer)
   grep -E "^(\| [0-9]|FAILED)" "$OUT/wgmma_scorer.log" | grep -v "^| 4x4096"
   ;;
 hotwg)
-  timeout 240 python3 -m pytest -q -p no:cacheprovider -rfE tests/test_wgmma.py -m gpu > "$OUT/wgmma_tests.log" 2>&1
+  timeout 320 python3 -m pytest -q -p no:cacheprovider -rfE tests/test_wgmma.py -m gpu > "$OUT/wgmma_tests.log" 2>&1
   tail -2 "$OUT/wgmma_tests.log"; grep -E "^(FAILED|ERROR)" "$OUT/wgmma_tests.log" | head
   cd benchmarks
-  PYTHONPATH=$PWD/..:$PWD timeout 300 python3 score_ab.py --shapes 64x32768x2,64x32768x4,16x131072x2 --rounds 2 \
+  PYTHONPATH=$PWD/..:$PWD timeout 240 python3 score_ab.py --shapes 64x32768x2,64x32768x4,16x131072x2 --rounds 2 \
     shipped shipped:wgmma=1 shipped:wgmma=2 > "$OUT/wgmma_ab.log" 2>&1 || echo "score_ab: rc $?"
   grep -h "^| [0-9]" "$OUT/wgmma_ab.log"
   ;;
