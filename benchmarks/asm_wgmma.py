@@ -38,40 +38,23 @@ import triton
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from fp4_inductor.kernels.sm90 import dump_cubin  # noqa: E402
+from fp4_inductor.kernels.wgmma_source import PUBLISH, STORE, declare_asm, issue_asm, names  # noqa: E402
 from wgmma_common import load_written, ptxas_verdict, wgmma_order  # noqa: E402
 
 # ---- inline PTX ---------------------------------------------------------------------------------
-DECLARE = "{ .shared .align 1024 .b8 fp4_queries[8192]; mov.u32 $0, fp4_queries; }"
-STORE = "{ st.shared.u32 [$1], $2; mov.u32 $0, 0; }"
-PUBLISH = "{ fence.proxy.async.shared::cta; bar.sync 0; mov.u32 $0, $1; }"
+DECLARE = declare_asm(64)  # the 8 KB query array, its address
 QUAD_SUM = ("{ .reg .f32 x; shfl.sync.bfly.b32 x, $1, 1, 31, 0xffffffff; add.f32 $0, $1, x; "
             "shfl.sync.bfly.b32 x, $0, 2, 31, 0xffffffff; add.f32 $0, $0, x; }")
 
 
-def issue_asm() -> str:
-    parts = ["{ .reg .pred p; .reg .b64 d; .reg .u32 s; wgmma.fence.sync.aligned;"]
-    accumulators = ", ".join(f"${i}" for i in range(32))
-    for step in range(4):
-        # descriptor: start address >> 4 (bits 0-13), leading offset 128 >> 4 (16-29), stride offset
-        # 256 >> 4 (32-45), no swizzle; scale-d false on the first step (the accumulators start at 0)
-        parts.append(f"add.u32 s, $48, {step * 2048}; shr.u32 s, s, 4; and.b32 s, s, 0x3FFF; cvt.u64.u32 d, s; "
-                     f"or.b64 d, d, 0x0000001000080000; setp.ne.u32 p, {int(step > 0)}, 0;")
-        a = ", ".join(f"${32 + 4 * step + i}" for i in range(4))
-        parts.append(f"wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 {{{accumulators}}}, {{{a}}}, d, p;")
-    parts.append("wgmma.commit_group.sync.aligned; }")
-    return " ".join(parts)
-
-
 def wait_asm(pending: int) -> str:
+    """A plain wait (the scorer's, ``wgmma_source.wait_asm``, first stores a value to a scratch
+    word, to hold its place: not what this probe measured)."""
     moves = " ".join(f"mov.b32 ${i}, ${i + 32};" for i in range(32))
     return f"{{ wgmma.wait_group.sync.aligned {pending}; {moves} }}"
 
 
 # ---- the kernels, written out (Triton reads a kernel's source from its file) --------------------
-def names(prefix: str, count: int) -> str:
-    return ", ".join(f"{prefix}{i}" for i in range(count))
-
-
 def load_fragment(name: str, tile: str) -> list[str]:
     rows = (("r_lo", 0), ("r_hi", 0), ("r_lo", 4), ("r_hi", 4))
     return [f"{name}{4 * step + i} = tl.load(words + ({tile}) * 2048 + {row} + {step * 8 + off} + t)"
@@ -143,7 +126,7 @@ DECLARE = tl.constexpr({DECLARE!r})
 STORE = tl.constexpr({STORE!r})
 PUBLISH = tl.constexpr({PUBLISH!r})
 QUAD_SUM = tl.constexpr({QUAD_SUM!r})
-ISSUE = tl.constexpr({issue_asm()!r})
+ISSUE = tl.constexpr({issue_asm(64)!r})
 WAIT0 = tl.constexpr({wait_asm(0)!r})
 WAIT1 = tl.constexpr({wait_asm(1)!r})
 ISSUE_C = tl.constexpr({",".join(["=r"] * 32 + ["r"] * 17)!r})

@@ -56,8 +56,8 @@ import triton
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from fp4_inductor.kernels.sm90 import dump_cubin  # noqa: E402
-from fp4_inductor.kernels.wgmma_source import (THREAD_LINES, build, constants, group_body, load_raw,  # noqa: E402
-                                                tile_body)
+from fp4_inductor.kernels.wgmma_source import (PROTOTYPE_PAGE, THREAD_LINES, build, constants,  # noqa: E402
+                                                group_body, load_raw, tile_body, tile_prologue)
 from wgmma_common import load_written, ptxas_verdict, wgmma_order  # noqa: E402
 
 
@@ -82,17 +82,13 @@ def kernel_source(rows: int, tiles: int, depth: int = 0, halves: int = 0, shared
     out_rows = [f"out_row{r} = (b * {rows} + {r}).to(tl.int64) * out_stride" for r in range(rows)]
     prologue = []
     if tiles == 1:
-        for k in range(depth + 1):
-            prologue += load_raw(f"q{k}", f"tl.load(bt_row + tl.minimum(p_begin + {k}, last)).to(tl.int64)")
-        prologue += build("q0", "a0_", "k0")
-        prologue.append(f"page0 = tl.load(bt_row + tl.minimum(p_begin + {depth + 1}, last)).to(tl.int64)")
+        prologue += tile_prologue(depth, "p_begin")
         body = tile_body(n, rows, depth, halves, shared_weights)
     else:
         for k in range(tiles):
-            prologue += load_raw(f"q{k}", f"tl.load(bt_row + tl.minimum(p_begin + {k}, last)).to(tl.int64)")
+            prologue += load_raw(f"q{k}", PROTOTYPE_PAGE.format(index=f"p_begin + {k}"))
             prologue += build(f"q{k}", f"a{k}_", f"k{k}")
-        prologue += [f"page{k} = tl.load(bt_row + tl.minimum(p_begin + {tiles + k}, last)).to(tl.int64)"
-                     for k in range(tiles)]
+        prologue += [f"page{k} = {PROTOTYPE_PAGE.format(index=f'p_begin + {tiles + k}')}" for k in range(tiles)]
         body = group_body(tiles, n, rows)
     source = f'''
 @triton.jit

@@ -41,9 +41,8 @@ SHFL2 = "shfl.sync.bfly.b32 $0, $1, 2, 31, 0xffffffff;"
 
 def issue_asm(n: int, step_bytes: int = 0, offset: int = 0) -> str:
     """Outputs: n / 2 accumulators. Inputs: 16 A registers, the shared array's address.
-    ``step_bytes``: the query operand's bytes per K=32
-    step (n * 32 by default); ``offset``: where this dot's columns start in each step (a dot on
-    part of the columns)."""
+    ``step_bytes``: the query operand's bytes per K=32 step (n * 32 by default); ``offset``: where
+    this dot's columns start in each step (a dot on part of the columns)."""
     step_bytes = step_bytes or n * 32
     acc = n // 2
     first_a = acc
@@ -123,8 +122,9 @@ def wait(acc: str, pending: int, n: int, after: str = "zero") -> str:
 
 def epilogue(acc: str, kmax: str, tile: str, rows: int, done: str, first_row: int = 0,
              shared_weights: bool = False) -> list[str]:
-    """relu, the folded head weights along the thread's columns, the quad's reduce-scatter, one
-    store per thread (ROWS = 1: threads t = 0, 1 store keys lo, hi; ROWS = 2: key t & 1, row t >> 1).
+    """relu, the folded head weights along the thread's columns, the quad's reduce-scatter, the
+    stores (ROWS = 1: threads t = 0, 1 store keys lo, hi; ROWS = 2: key t & 1, row t >> 1; ROWS = 4:
+    key t & 1, rows 2 (t >> 1) and 2 (t >> 1) + 1).
     ``done``: a value of the tile's logits, for what must come after them. ``first_row``: the
     accumulators are of query rows first_row .. first_row + rows - 1 (a dot on part of them)."""
     n = 64 * rows
@@ -233,6 +233,17 @@ def tile_body(n: int, rows: int, depth: int, halves: int = 0, shared_weights: bo
     return body
 
 
+def tile_prologue(depth: int, begin: str, page: str = PROTOTYPE_PAGE) -> list[str]:
+    """What ``tile_body``'s loop carries in, from page ``begin`` on: the keys of its first
+    depth + 1 tiles loaded (q0 .. q{depth}), the first one's operand built, the next page's id."""
+    lines = []
+    for k in range(depth + 1):
+        lines += load_raw(f"q{k}", page.format(index=f"{begin} + {k}"))
+    lines += build("q0", "a0_", "k0")
+    lines.append(f"page0 = {page.format(index=f'{begin} + {depth + 1}')}")
+    return lines
+
+
 def constants(sizes=(32, 64, 128, 256)) -> dict[str, str]:
     """The asm strings (and their constraint strings) that the written-out kernels name, for dots
     of ``sizes`` columns and the halves of each."""
@@ -242,8 +253,9 @@ def constants(sizes=(32, 64, 128, 256)) -> dict[str, str]:
     consts |= {f"DECLARE_W{n}": f"{{ .shared .align 16 .b8 fp4_weights[{n * 4}]; mov.u32 $0, fp4_weights; }}"
                for n in sizes}
     consts |= {"LDSW": "ld.shared.v2.f32 {$0, $1}, [$2];", "STORE": STORE, "STORE_IF": STORE_IF, "PUBLISH": PUBLISH,
-               "BARRIER": BARRIER, "PUBLISH_BOTH": PUBLISH_BOTH, "LOAD4": LOAD4, "LOAD4_C": "=r,=r,=r,=r,l", "KMAX": KMAX, "QMAX": QMAX,
-               "TABLES": CODE_TABLES_ASM.value, "PRMT": PRMT, "SHFL1": SHFL1, "SHFL2": SHFL2, "RELU": RELU_ASM.value}
+               "BARRIER": BARRIER, "PUBLISH_BOTH": PUBLISH_BOTH, "LOAD4": LOAD4, "LOAD4_C": "=r,=r,=r,=r,l",
+               "KMAX": KMAX, "QMAX": QMAX, "TABLES": CODE_TABLES_ASM.value, "PRMT": PRMT, "SHFL1": SHFL1,
+               "SHFL2": SHFL2, "RELU": RELU_ASM.value}
     for n in sizes:
         consts[f"ISSUE_{n}"] = issue_asm(n)
         consts[f"ISSUE_{n}_H0"] = issue_asm(n // 2, n * 32, 0)
@@ -323,7 +335,8 @@ def request_source(rows: int, form: int) -> str:
         f"q_at = queries + (v % 4) * {n * 32} + col // 8 * 256 + col % 8 * 16 + (v // 4) * 4",
         "stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at, p0], dtype=tl.int32, is_pure=True, pack=1)",
         "stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at + 128, p1], dtype=tl.int32, is_pure=True, pack=1)",
-        "weight = tl.load(weights_ptr + r64 * weights_stride + head * weights_head_stride, mask=ok & (v == 0), other=0.0)",
+        "weight = tl.load(weights_ptr + r64 * weights_stride + head * weights_head_stride, mask=ok & (v == 0), "
+        "other=0.0)",
         "folded = tl.where(ok, weight * power_of_two(qmax, 0.0625), 0.0).to(tl.int32, bitcast=True)",
         "stored += tl.inline_asm_elementwise(STORE_IF, '=r,r,r,r', [weights_at + col * 4, folded, "
         "(v == 0).to(tl.int32)], dtype=tl.int32, is_pure=True, pack=1)",
@@ -337,11 +350,7 @@ def request_source(rows: int, form: int) -> str:
     else:
         weights = [f"w{2 * j}, w{2 * j + 1} = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [weights_at + 8 * t + "
                    f"{32 * j}], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)" for j in range(n // 8)]
-    prologue = []
-    for k in range(DEPTH + 1):
-        prologue += load_raw(f"q{k}", PACKAGE_PAGE.format(index=f"page_begin + {k}"))
-    prologue += build("q0", "a0_", "k0")
-    prologue.append(f"page0 = {PACKAGE_PAGE.format(index=f'page_begin + {DEPTH + 1}')}")
+    prologue = tile_prologue(DEPTH, "page_begin", PACKAGE_PAGE)
     body = tile_body(n, rows, DEPTH, halves, shared_weights, PACKAGE_PAGE)
 
     def block(lines, spaces):
