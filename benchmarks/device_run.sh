@@ -16,7 +16,8 @@
 # package's, then both timed; about 270 s on a cold Triton cache); `hotwg` the package's wgmma hot
 # pass (the launcher's `wgmma` tuning, off by default): its GPU tests, then forms 1 and 2 timed
 # against the default hot pass (`score_ab.py`; their logits differ from it in the float32 sums'
-# order, so "DIFFERS" is expected there; the tests check them against float64).
+# order, so "DIFFERS" is expected there; the tests check them against float64; TEST_S, K, AB_S and
+# SHAPES narrow it for a short call).
 # Logs go to $OUT.
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp}
@@ -64,11 +65,12 @@ scorer)
   grep -E "^(\| [0-9]|FAILED)" "$OUT/wgmma_scorer.log" | grep -v "^| 4x4096"
   ;;
 hotwg)
-  timeout 320 python3 -m pytest -q -p no:cacheprovider -rfE tests/test_wgmma.py -m gpu > "$OUT/wgmma_tests.log" 2>&1
+  timeout "${TEST_S:-320}" python3 -m pytest -q -p no:cacheprovider -rfE tests/test_wgmma.py -m gpu ${K:+-k "$K"} \
+    > "$OUT/wgmma_tests.log" 2>&1
   tail -2 "$OUT/wgmma_tests.log"; grep -E "^(FAILED|ERROR)" "$OUT/wgmma_tests.log" | head
   cd benchmarks
-  PYTHONPATH=$PWD/..:$PWD timeout 240 python3 score_ab.py --shapes 64x32768x2,64x32768x4,16x131072x2 --rounds 2 \
-    shipped shipped:wgmma=1 shipped:wgmma=2 > "$OUT/wgmma_ab.log" 2>&1 || echo "score_ab: rc $?"
+  PYTHONPATH=$PWD/..:$PWD timeout "${AB_S:-240}" python3 score_ab.py --shapes ${SHAPES:-64x32768x2,64x32768x4,16x131072x2} \
+    --rounds 2 shipped shipped:wgmma=1 shipped:wgmma=2 > "$OUT/wgmma_ab.log" 2>&1 || echo "score_ab: rc $?"
   grep -h "^| [0-9]" "$OUT/wgmma_ab.log"
   ;;
 cuts)
