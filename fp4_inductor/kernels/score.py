@@ -117,8 +117,10 @@ def launch_plan(word_fed: bool, columns: int, tuning: dict, wgmma: int = 0) -> t
     """
     if wgmma:
         # The hot pass on wgmmas in inline PTX (``score_wgmma``): one warpgroup, a page per tile;
-        # as many programs per SM as its register cap allows (``WGMMA_REGISTERS``). Not timed in
-        # the package yet (docs/benchmarks.md, stop 50).
+        # as many programs per SM as its register cap allows (``WGMMA_REGISTERS``). H100, A/B
+        # against the default hot pass (docs/benchmarks.md, stop 51): next_n=2 117-118 us (form 1)
+        # and 112-115 (form 2) against 104-106; next_n=4 201 and 193.5 against 200-201; 16 x
+        # 131072 114-116 and 112 against 103. Fewer or more programs per SM than planned: slower.
         plan = (1, 4, 65536 // (128 * WGMMA_REGISTERS[columns, wgmma]), False)
     elif word_fed:
         plan = (4, 16, 1, False) if columns <= 64 else (2, 8, 1, True)

@@ -302,7 +302,8 @@ PACKAGE_PAGE = "tl.load(bt_row + tl.minimum({index}, last) * block_table_page_st
 # The forms of the package's hot pass (``WGMMA``): 1, the tile's dot in two halves of the query
 # rows, both in flight, the weights in registers; 2, the halves one after the other with the
 # weights in shared memory (half the accumulators live: 4 and 3 programs per SM at 2 and 4 rows,
-# score.WGMMA_REGISTERS). Form 2 has not run on a GPU yet, not even in the prototype.
+# score.WGMMA_REGISTERS). Both pass tests/test_wgmma.py's GPU tests; timed against the default hot
+# pass on an H100 (docs/benchmarks.md, stop 51), neither is faster but form 2 at 4 rows (3.5 %).
 PACKAGE_FORMS = {1: dict(halves=1, shared_weights=False), 2: dict(halves=2, shared_weights=True)}
 DEPTH = 1  # keys loaded a step earlier than the step that builds their operand
 

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# ncu of the wgmma hot pass: the package's (benchmarks/profile_wgmma.py with the launcher's
+# `wgmma` tuning) beside the prototype's (benchmarks/wgmma_scorer.py --profile), 64 x 32768 keys:
+# time, instructions, issue, stalls, load sectors. usage: bash benchmarks/ncu_wgmma.sh "CASE;CASE"
+# with CASE "package NEXT_N TUNING" (e.g. "package 4 wgmma=1") or "proto ROWS,TILES,DEPTH,HALVES,SHARED".
+NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -1)
+m=smsp__average_warps_issue_stalled
+metrics="gpu__time_duration.sum,smsp__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active"
+metrics+=",launch__registers_per_thread,launch__grid_size,sm__warps_active.avg.pct_of_peak_sustained_active"
+metrics+=",dram__bytes_read.sum,lts__t_bytes.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"
+metrics+=",l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum"
+for s in long_scoreboard short_scoreboard barrier wait math_pipe_throttle mio_throttle lg_throttle not_selected membar; do
+  metrics+=",${m}_${s}_per_issue_active.ratio"
+done
+IFS=';' read -ra cases <<< "$1"
+for c in "${cases[@]}"; do
+  set -- $c
+  echo "== $c"
+  if [ "$1" = package ]; then
+    timeout 150 "$NCU" --clock-control none -k score_paged_kernel -c 1 --metrics "$metrics" \
+      python3 benchmarks/profile_wgmma.py "$2" "${3:-wgmma=0}" 2>&1 | grep -E "^\s+(gpu__|smsp__|sm__|dram__|lts__|l1tex__|launch__)" | awk '{print $1, $NF}'
+  else
+    timeout 150 "$NCU" --clock-control none -k regex:wg_score -c 1 --metrics "$metrics" \
+      python3 benchmarks/wgmma_scorer.py --profile "$2" 2>&1 | grep -E "^\s+(gpu__|smsp__|sm__|dram__|lts__|l1tex__|launch__)" | awk '{print $1, $NF}'
+  fi
+done

@@ -1,0 +1,24 @@
+"""score_paged launches with a launcher tuning, to profile each pass (hot, exact) apart:
+ncu --clock-control none -k score_paged_kernel python benchmarks/profile_wgmma.py NEXT_N [key=value,...]"""
+
+import sys
+
+if any(arg in ("-h", "--help") for arg in sys.argv[1:]):
+    print(__doc__)
+    sys.exit(0)
+
+import torch
+
+import fp4_inductor as fp4
+from fp4_inductor.bench import build_scoring_case
+from fp4_inductor.kernels.score import launch_score_paged
+
+next_n = int(sys.argv[1]) if len(sys.argv) > 1 else 2
+tuning = {k: int(v) for k, v in (kv.split("=") for kv in sys.argv[2].split(","))} if len(sys.argv) > 2 else {}
+case = build_scoring_case(64, 32768, next_n, 64, torch.device("cuda"))
+query = fp4.quantize_queries(case["q"])
+out = torch.empty(64 * next_n, 32768, device="cuda")
+for _ in range(2):
+    launch_score_paged(out, *query, case["cache"], case["weights"], case["block_table"], case["query_starts"],
+                       case["row_ends"], next_n, **tuning)
+torch.cuda.synchronize()
