@@ -17,7 +17,8 @@
 # pass (the launcher's `wgmma` tuning, off by default): its GPU tests, then forms 1 and 2 timed
 # against the default hot pass (`score_ab.py`; their logits differ from it in the float32 sums'
 # order, so "DIFFERS" is expected there; the tests check them against float64; TEST_S, K, AB_S and
-# SHAPES narrow it for a short call).
+# SHAPES narrow it for a short call); `wgprobe` the package's wgmma form beside the prototype under ncu,
+# and form 1 capped to 3 programs per SM.
 # Logs go to $OUT.
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp}
@@ -72,6 +73,16 @@ hotwg)
   PYTHONPATH=$PWD/..:$PWD timeout "${AB_S:-240}" python3 score_ab.py --shapes ${SHAPES:-64x32768x2,64x32768x4,16x131072x2} \
     --rounds 2 shipped shipped:wgmma=1 shipped:wgmma=2 > "$OUT/wgmma_ab.log" 2>&1 || echo "score_ab: rc $?"
   grep -h "^| [0-9]" "$OUT/wgmma_ab.log"
+  ;;
+wgprobe)
+  # Why the package's wgmma form lags the prototype whose loop it shares (docs/benchmarks.md, stop
+  # 51): ncu of both at 4 and 2 rows, then form 1 held to 3 programs per SM at 2 rows (about 200 s cold).
+  timeout 300 bash benchmarks/ncu_wgmma.sh "package 4 wgmma=1;proto 4,1,1,1,0;package 2 wgmma=1;proto 2,1,1,1,0" \
+    > "$OUT/ncu_wgmma.log" 2>&1 || echo "ncu_wgmma: rc $?"
+  cd benchmarks
+  PYTHONPATH=$PWD/..:$PWD timeout 200 python3 score_ab.py --shapes 64x32768x2,64x32768x4 --rounds 2 shipped \
+    shipped:wgmma=1,maxnreg=168,programs_per_sm=3 shipped:wgmma=2 > "$OUT/wgprobe_ab.log" 2>&1 || echo "score_ab: rc $?"
+  cat "$OUT/ncu_wgmma.log"; grep -h "^| [0-9]" "$OUT/wgprobe_ab.log"
   ;;
 cuts)
   python3 benchmarks/cut_parts.py /tmp/cuts > /dev/null || exit 1

@@ -20,7 +20,8 @@ for c in "${cases[@]}"; do
     timeout 150 "$NCU" --clock-control none -k score_paged_kernel -c 1 --metrics "$metrics" \
       python3 benchmarks/profile_wgmma.py "$2" "${3:-wgmma=0}" 2>&1 | grep -E "^\s+(gpu__|smsp__|sm__|dram__|lts__|l1tex__|launch__)" | awk '{print $1, $NF}'
   else
-    timeout 150 "$NCU" --clock-control none -k regex:wg_score -c 1 --metrics "$metrics" \
+    # The second launch: the first sizes the programs (wgmma_scorer.profile_once).
+    timeout 150 "$NCU" --clock-control none -k regex:wg_score --launch-skip 1 -c 1 --metrics "$metrics" \
       python3 benchmarks/wgmma_scorer.py --profile "$2" 2>&1 | grep -E "^\s+(gpu__|smsp__|sm__|dram__|lts__|l1tex__|launch__)" | awk '{print $1, $NF}'
   fi
 done

@@ -312,8 +312,9 @@ def run_gpu(kernels) -> None:
 
 
 def profile_once(kernels, form: str) -> None:
-    """One launch of a form (``ROWS,TILES,DEPTH,HALVES,SHARED_WEIGHTS``) at 64 x 32768 keys, then one of the package's
-    scorer, for a profiler: ``ncu -k regex:"wg_score|score_paged" ...``."""
+    """Two launches of a form (``ROWS,TILES,DEPTH,HALVES,SHARED_WEIGHTS``) at 64 x 32768 keys, the second on
+    run_gpu's first program count, then one of the package's scorer, for a profiler:
+    ``ncu -k regex:wg_score --launch-skip 1 -c 1 ...``."""
     import torch
 
     import fp4_inductor as fp4
@@ -330,7 +331,9 @@ def profile_once(kernels, form: str) -> None:
     kernel = getattr(kernels, form_name(rows, tiles, depth, halves, bool(shared_weights)))
     launch = (case["cache"], case["cache"].stride(0), case["block_table"], case["block_table"].stride(0), 512,
               case["row_ends"].int(), flags)
-    per_sm = min(65536 // (kernel[(64, 1)](out, out.stride(0), qop, wf, *launch, 1, num_warps=4).n_regs * 128), 8)
+    # Sized from a split-2 launch, as run_gpu (a split of 1 is a kernel of its own); the profiled
+    # launch is the second (ncu --launch-skip 1).
+    per_sm = min(65536 // (kernel[(64, 2)](out, out.stride(0), qop, wf, *launch, 2, num_warps=4).n_regs * 128), 8)
     split = max(1, torch.cuda.get_device_properties(device).multi_processor_count * per_sm // 64)
     kernel[(64, split)](out, out.stride(0), qop, wf, *launch, split, num_warps=4)
     shipped.launch_score_paged(out, payload, scales, case["cache"], case["weights"], case["block_table"],
