@@ -1,5 +1,6 @@
-"""score_paged launches with a launcher tuning, to profile each pass (hot, exact) apart:
-ncu --clock-control none -k score_paged_kernel python benchmarks/profile_wgmma.py NEXT_N [key=value,...]"""
+"""Two score_paged calls with launcher tunings (``key=value,...`` as score_ab.py's), each a hot
+and an exact pass, to profile the passes apart (benchmarks/ncu_wgmma.sh takes the first hot pass):
+ncu --clock-control none -k score_paged_kernel -c 2 python benchmarks/profile_wgmma.py NEXT_N [key=value,...]"""
 
 import sys
 
@@ -7,14 +8,19 @@ if any(arg in ("-h", "--help") for arg in sys.argv[1:]):
     print(__doc__)
     sys.exit(0)
 
+import os
+
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from score_variants import parse_tuning  # noqa: E402
 
 import fp4_inductor as fp4
 from fp4_inductor.bench import build_scoring_case
 from fp4_inductor.kernels.score import launch_score_paged
 
 next_n = int(sys.argv[1]) if len(sys.argv) > 1 else 2
-tuning = {k: int(v) for k, v in (kv.split("=") for kv in sys.argv[2].split(","))} if len(sys.argv) > 2 else {}
+tuning = parse_tuning(sys.argv[2], ",") if len(sys.argv) > 2 else {}
 case = build_scoring_case(64, 32768, next_n, 64, torch.device("cuda"))
 query = fp4.quantize_queries(case["q"])
 out = torch.empty(64 * next_n, 32768, device="cuda")

@@ -346,7 +346,8 @@ if __name__ == "__main__":
     parser.add_argument("--compile", action="store_true", help="only compile for sm_90 and report the waits")
     form = "ROWS,TILES,DEPTH,HALVES,SHARED_WEIGHTS"
     choice = parser.add_mutually_exclusive_group()
-    choice.add_argument("--profile", metavar=form, help="launch one form once, for a profiler")
+    choice.add_argument("--profile", metavar=form,
+                        help="launch one form twice (the second as timed), then the package's scorer, for a profiler")
     choice.add_argument("--forms", metavar=form + ";...", help="the forms to build (of ALL_FORMS)")
     args = parser.parse_args()
     if args.forms or args.profile:

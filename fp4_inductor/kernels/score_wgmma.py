@@ -77,26 +77,28 @@ def wgmma_rows2_form1(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_pt
                                                     dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
     words = q_payload_ptr.to(tl.pointer_type(tl.int32))
     stored = zero
-    for q in range(16):
-        word = q * 128 + thread
-        col = word // 16
-        v = word % 16
-        head = col % 64
-        ok = col // 64 < rows_here
-        r64 = (first_row + col // 64).to(tl.int64)
-        qword = tl.load(words + (r64 * 64 + head) * 16 + v, mask=ok, other=0)
-        qexp = tl.load(q_scales_ptr + r64 * 256 + (v // 4) * 64 + (head % 16) * 4 + head // 16, mask=ok, other=127).to(tl.int32)
-        qmax = tl.inline_asm_elementwise(QMAX, '=r,r', [qexp], dtype=tl.int32, is_pure=True, pack=1)
-        shift = 3 - (qmax - qexp)
-        query_fold = tl.minimum(query_fold, shift)
-        lo, hi = tl.inline_asm_elementwise(TABLES, '=r,=r,r', [shift], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
-        p0, p1 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [qword, lo, hi], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
-        q_at = queries + (v % 4) * 4096 + col // 8 * 256 + col % 8 * 16 + (v // 4) * 4
-        stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at, p0], dtype=tl.int32, is_pure=True, pack=1)
-        stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at + 128, p1], dtype=tl.int32, is_pure=True, pack=1)
-        weight = tl.load(weights_ptr + r64 * weights_stride + head * weights_head_stride, mask=ok & (v == 0), other=0.0)
-        folded = tl.where(ok, weight * power_of_two(qmax, 0.0625), 0.0).to(tl.int32, bitcast=True)
-        stored += tl.inline_asm_elementwise(STORE_IF, '=r,r,r,r', [weights_at + col * 4, folded, (v == 0).to(tl.int32)], dtype=tl.int32, is_pure=True, pack=1)
+    for group in range(4):
+        for step in tl.static_range(4):
+            q = group * 4 + step
+            word = q * 128 + thread
+            col = word // 16
+            v = word % 16
+            head = col % 64
+            ok = col // 64 < rows_here
+            r64 = (first_row + col // 64).to(tl.int64)
+            qword = tl.load(words + (r64 * 64 + head) * 16 + v, mask=ok, other=0)
+            qexp = tl.load(q_scales_ptr + r64 * 256 + (v // 4) * 64 + (head % 16) * 4 + head // 16, mask=ok, other=127).to(tl.int32)
+            qmax = tl.inline_asm_elementwise(QMAX, '=r,r', [qexp], dtype=tl.int32, is_pure=True, pack=1)
+            shift = 3 - (qmax - qexp)
+            query_fold = tl.minimum(query_fold, shift)
+            lo, hi = tl.inline_asm_elementwise(TABLES, '=r,=r,r', [shift], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+            p0, p1 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [qword, lo, hi], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+            q_at = queries + (v % 4) * 4096 + col // 8 * 256 + col % 8 * 16 + (v // 4) * 4
+            stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at, p0], dtype=tl.int32, is_pure=True, pack=1)
+            stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at + 128, p1], dtype=tl.int32, is_pure=True, pack=1)
+            weight = tl.load(weights_ptr + r64 * weights_stride + head * weights_head_stride, mask=ok & (v == 0), other=0.0)
+            folded = tl.where(ok, weight * power_of_two(qmax, 0.0625), 0.0).to(tl.int32, bitcast=True)
+            stored += tl.inline_asm_elementwise(STORE_IF, '=r,r,r,r', [weights_at + col * 4, folded, (v == 0).to(tl.int32)], dtype=tl.int32, is_pure=True, pack=1)
     queries, weights_at = tl.inline_asm_elementwise(PUBLISH_BOTH, "=r,=r,r,r,r", [stored, queries, weights_at],
                                                     dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
     w0, w1 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [weights_at + 8 * t + 0], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
@@ -344,26 +346,28 @@ def wgmma_rows2_form2(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_pt
                                                     dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
     words = q_payload_ptr.to(tl.pointer_type(tl.int32))
     stored = zero
-    for q in range(16):
-        word = q * 128 + thread
-        col = word // 16
-        v = word % 16
-        head = col % 64
-        ok = col // 64 < rows_here
-        r64 = (first_row + col // 64).to(tl.int64)
-        qword = tl.load(words + (r64 * 64 + head) * 16 + v, mask=ok, other=0)
-        qexp = tl.load(q_scales_ptr + r64 * 256 + (v // 4) * 64 + (head % 16) * 4 + head // 16, mask=ok, other=127).to(tl.int32)
-        qmax = tl.inline_asm_elementwise(QMAX, '=r,r', [qexp], dtype=tl.int32, is_pure=True, pack=1)
-        shift = 3 - (qmax - qexp)
-        query_fold = tl.minimum(query_fold, shift)
-        lo, hi = tl.inline_asm_elementwise(TABLES, '=r,=r,r', [shift], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
-        p0, p1 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [qword, lo, hi], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
-        q_at = queries + (v % 4) * 4096 + col // 8 * 256 + col % 8 * 16 + (v // 4) * 4
-        stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at, p0], dtype=tl.int32, is_pure=True, pack=1)
-        stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at + 128, p1], dtype=tl.int32, is_pure=True, pack=1)
-        weight = tl.load(weights_ptr + r64 * weights_stride + head * weights_head_stride, mask=ok & (v == 0), other=0.0)
-        folded = tl.where(ok, weight * power_of_two(qmax, 0.0625), 0.0).to(tl.int32, bitcast=True)
-        stored += tl.inline_asm_elementwise(STORE_IF, '=r,r,r,r', [weights_at + col * 4, folded, (v == 0).to(tl.int32)], dtype=tl.int32, is_pure=True, pack=1)
+    for group in range(4):
+        for step in tl.static_range(4):
+            q = group * 4 + step
+            word = q * 128 + thread
+            col = word // 16
+            v = word % 16
+            head = col % 64
+            ok = col // 64 < rows_here
+            r64 = (first_row + col // 64).to(tl.int64)
+            qword = tl.load(words + (r64 * 64 + head) * 16 + v, mask=ok, other=0)
+            qexp = tl.load(q_scales_ptr + r64 * 256 + (v // 4) * 64 + (head % 16) * 4 + head // 16, mask=ok, other=127).to(tl.int32)
+            qmax = tl.inline_asm_elementwise(QMAX, '=r,r', [qexp], dtype=tl.int32, is_pure=True, pack=1)
+            shift = 3 - (qmax - qexp)
+            query_fold = tl.minimum(query_fold, shift)
+            lo, hi = tl.inline_asm_elementwise(TABLES, '=r,=r,r', [shift], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+            p0, p1 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [qword, lo, hi], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+            q_at = queries + (v % 4) * 4096 + col // 8 * 256 + col % 8 * 16 + (v // 4) * 4
+            stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at, p0], dtype=tl.int32, is_pure=True, pack=1)
+            stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at + 128, p1], dtype=tl.int32, is_pure=True, pack=1)
+            weight = tl.load(weights_ptr + r64 * weights_stride + head * weights_head_stride, mask=ok & (v == 0), other=0.0)
+            folded = tl.where(ok, weight * power_of_two(qmax, 0.0625), 0.0).to(tl.int32, bitcast=True)
+            stored += tl.inline_asm_elementwise(STORE_IF, '=r,r,r,r', [weights_at + col * 4, folded, (v == 0).to(tl.int32)], dtype=tl.int32, is_pure=True, pack=1)
     queries, weights_at = tl.inline_asm_elementwise(PUBLISH_BOTH, "=r,=r,r,r,r", [stored, queries, weights_at],
                                                     dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
     weights_at = weights_at + 8 * t
@@ -614,26 +618,28 @@ def wgmma_rows4_form1(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_pt
                                                     dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
     words = q_payload_ptr.to(tl.pointer_type(tl.int32))
     stored = zero
-    for q in range(32):
-        word = q * 128 + thread
-        col = word // 16
-        v = word % 16
-        head = col % 64
-        ok = col // 64 < rows_here
-        r64 = (first_row + col // 64).to(tl.int64)
-        qword = tl.load(words + (r64 * 64 + head) * 16 + v, mask=ok, other=0)
-        qexp = tl.load(q_scales_ptr + r64 * 256 + (v // 4) * 64 + (head % 16) * 4 + head // 16, mask=ok, other=127).to(tl.int32)
-        qmax = tl.inline_asm_elementwise(QMAX, '=r,r', [qexp], dtype=tl.int32, is_pure=True, pack=1)
-        shift = 3 - (qmax - qexp)
-        query_fold = tl.minimum(query_fold, shift)
-        lo, hi = tl.inline_asm_elementwise(TABLES, '=r,=r,r', [shift], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
-        p0, p1 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [qword, lo, hi], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
-        q_at = queries + (v % 4) * 8192 + col // 8 * 256 + col % 8 * 16 + (v // 4) * 4
-        stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at, p0], dtype=tl.int32, is_pure=True, pack=1)
-        stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at + 128, p1], dtype=tl.int32, is_pure=True, pack=1)
-        weight = tl.load(weights_ptr + r64 * weights_stride + head * weights_head_stride, mask=ok & (v == 0), other=0.0)
-        folded = tl.where(ok, weight * power_of_two(qmax, 0.0625), 0.0).to(tl.int32, bitcast=True)
-        stored += tl.inline_asm_elementwise(STORE_IF, '=r,r,r,r', [weights_at + col * 4, folded, (v == 0).to(tl.int32)], dtype=tl.int32, is_pure=True, pack=1)
+    for group in range(8):
+        for step in tl.static_range(4):
+            q = group * 4 + step
+            word = q * 128 + thread
+            col = word // 16
+            v = word % 16
+            head = col % 64
+            ok = col // 64 < rows_here
+            r64 = (first_row + col // 64).to(tl.int64)
+            qword = tl.load(words + (r64 * 64 + head) * 16 + v, mask=ok, other=0)
+            qexp = tl.load(q_scales_ptr + r64 * 256 + (v // 4) * 64 + (head % 16) * 4 + head // 16, mask=ok, other=127).to(tl.int32)
+            qmax = tl.inline_asm_elementwise(QMAX, '=r,r', [qexp], dtype=tl.int32, is_pure=True, pack=1)
+            shift = 3 - (qmax - qexp)
+            query_fold = tl.minimum(query_fold, shift)
+            lo, hi = tl.inline_asm_elementwise(TABLES, '=r,=r,r', [shift], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+            p0, p1 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [qword, lo, hi], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+            q_at = queries + (v % 4) * 8192 + col // 8 * 256 + col % 8 * 16 + (v // 4) * 4
+            stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at, p0], dtype=tl.int32, is_pure=True, pack=1)
+            stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at + 128, p1], dtype=tl.int32, is_pure=True, pack=1)
+            weight = tl.load(weights_ptr + r64 * weights_stride + head * weights_head_stride, mask=ok & (v == 0), other=0.0)
+            folded = tl.where(ok, weight * power_of_two(qmax, 0.0625), 0.0).to(tl.int32, bitcast=True)
+            stored += tl.inline_asm_elementwise(STORE_IF, '=r,r,r,r', [weights_at + col * 4, folded, (v == 0).to(tl.int32)], dtype=tl.int32, is_pure=True, pack=1)
     queries, weights_at = tl.inline_asm_elementwise(PUBLISH_BOTH, "=r,=r,r,r,r", [stored, queries, weights_at],
                                                     dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
     w0, w1 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [weights_at + 8 * t + 0], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
@@ -1035,26 +1041,28 @@ def wgmma_rows4_form2(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_pt
                                                     dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
     words = q_payload_ptr.to(tl.pointer_type(tl.int32))
     stored = zero
-    for q in range(32):
-        word = q * 128 + thread
-        col = word // 16
-        v = word % 16
-        head = col % 64
-        ok = col // 64 < rows_here
-        r64 = (first_row + col // 64).to(tl.int64)
-        qword = tl.load(words + (r64 * 64 + head) * 16 + v, mask=ok, other=0)
-        qexp = tl.load(q_scales_ptr + r64 * 256 + (v // 4) * 64 + (head % 16) * 4 + head // 16, mask=ok, other=127).to(tl.int32)
-        qmax = tl.inline_asm_elementwise(QMAX, '=r,r', [qexp], dtype=tl.int32, is_pure=True, pack=1)
-        shift = 3 - (qmax - qexp)
-        query_fold = tl.minimum(query_fold, shift)
-        lo, hi = tl.inline_asm_elementwise(TABLES, '=r,=r,r', [shift], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
-        p0, p1 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [qword, lo, hi], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
-        q_at = queries + (v % 4) * 8192 + col // 8 * 256 + col % 8 * 16 + (v // 4) * 4
-        stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at, p0], dtype=tl.int32, is_pure=True, pack=1)
-        stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at + 128, p1], dtype=tl.int32, is_pure=True, pack=1)
-        weight = tl.load(weights_ptr + r64 * weights_stride + head * weights_head_stride, mask=ok & (v == 0), other=0.0)
-        folded = tl.where(ok, weight * power_of_two(qmax, 0.0625), 0.0).to(tl.int32, bitcast=True)
-        stored += tl.inline_asm_elementwise(STORE_IF, '=r,r,r,r', [weights_at + col * 4, folded, (v == 0).to(tl.int32)], dtype=tl.int32, is_pure=True, pack=1)
+    for group in range(8):
+        for step in tl.static_range(4):
+            q = group * 4 + step
+            word = q * 128 + thread
+            col = word // 16
+            v = word % 16
+            head = col % 64
+            ok = col // 64 < rows_here
+            r64 = (first_row + col // 64).to(tl.int64)
+            qword = tl.load(words + (r64 * 64 + head) * 16 + v, mask=ok, other=0)
+            qexp = tl.load(q_scales_ptr + r64 * 256 + (v // 4) * 64 + (head % 16) * 4 + head // 16, mask=ok, other=127).to(tl.int32)
+            qmax = tl.inline_asm_elementwise(QMAX, '=r,r', [qexp], dtype=tl.int32, is_pure=True, pack=1)
+            shift = 3 - (qmax - qexp)
+            query_fold = tl.minimum(query_fold, shift)
+            lo, hi = tl.inline_asm_elementwise(TABLES, '=r,=r,r', [shift], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+            p0, p1 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [qword, lo, hi], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+            q_at = queries + (v % 4) * 8192 + col // 8 * 256 + col % 8 * 16 + (v // 4) * 4
+            stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at, p0], dtype=tl.int32, is_pure=True, pack=1)
+            stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at + 128, p1], dtype=tl.int32, is_pure=True, pack=1)
+            weight = tl.load(weights_ptr + r64 * weights_stride + head * weights_head_stride, mask=ok & (v == 0), other=0.0)
+            folded = tl.where(ok, weight * power_of_two(qmax, 0.0625), 0.0).to(tl.int32, bitcast=True)
+            stored += tl.inline_asm_elementwise(STORE_IF, '=r,r,r,r', [weights_at + col * 4, folded, (v == 0).to(tl.int32)], dtype=tl.int32, is_pure=True, pack=1)
     queries, weights_at = tl.inline_asm_elementwise(PUBLISH_BOTH, "=r,=r,r,r,r", [stored, queries, weights_at],
                                                     dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
     weights_at = weights_at + 8 * t

@@ -306,6 +306,10 @@ PACKAGE_PAGE = "tl.load(bt_row + tl.minimum({index}, last) * block_table_page_st
 # pass on an H100 (docs/benchmarks.md, stop 51), neither is faster but form 2 at 4 rows (3.5 %).
 PACKAGE_FORMS = {1: dict(halves=1, shared_weights=False), 2: dict(halves=2, shared_weights=True)}
 DEPTH = 1  # keys loaded a step earlier than the step that builds their operand
+# The query prologue's steps in groups of this many, unrolled, so each group's loads are in flight
+# together (4 or 8 waits per request at 2 or 4 rows, not 16 or 32). In groups of 8 the 4-row form
+# 1's tile loop spills on Triton 3.7.1 (docs/benchmarks.md, stop 51). Not yet run on a GPU.
+QUERY_UNROLL = 4
 
 
 def request_source(rows: int, form: int) -> str:
@@ -373,8 +377,10 @@ def wgmma_rows{rows}_form{form}(fewest_in, out_ptr, out_stride, q_payload_ptr, q
                                                     dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
     words = q_payload_ptr.to(tl.pointer_type(tl.int32))
     stored = zero
-    for q in range({n // 8}):
-{block(query, 8)}
+    for group in range({n // 8 // QUERY_UNROLL}):
+        for step in tl.static_range({QUERY_UNROLL}):
+            q = group * {QUERY_UNROLL} + step
+{block(query, 12)}
     queries, weights_at = tl.inline_asm_elementwise(PUBLISH_BOTH, "=r,=r,r,r,r", [stored, queries, weights_at],
                                                     dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
 {block(weights + rows_lines, 4)}
