@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ncu of the wgmma hot pass: the package's (benchmarks/profile_wgmma.py with the launcher's
+# ncu of the wgmma hot pass: the package's (benchmarks/profile_score.py with the launcher's
 # tunings; its first launch, the hot pass) beside the prototype's (benchmarks/wgmma_scorer.py
 # --profile; its second launch, the first sizes the programs), 64 x 32768 keys: time,
 # instructions, issue, stalls, load sectors, L2 and DRAM bytes, each with its unit.
@@ -22,7 +22,7 @@ for c in "${cases[@]}"; do
   echo "== $c"
   if [ "$1" = package ]; then
     raw=$(timeout "${CASE_S:-120}" "$NCU" --clock-control none -k score_paged_kernel -c 1 --metrics "$metrics" \
-      python3 benchmarks/profile_wgmma.py "$2" "${3:-wgmma=0}" 2>&1)
+      python3 benchmarks/profile_score.py "$2" "${3:-wgmma=0}" 2>&1)
   else
     raw=$(timeout "${CASE_S:-120}" "$NCU" --clock-control none -k regex:wg_score --launch-skip 1 -c 1 \
       --metrics "$metrics" python3 benchmarks/wgmma_scorer.py --profile "$2" 2>&1)
