@@ -16,6 +16,9 @@ from .score_wgmma import wgmma_request
 SCHEDULE_CHUNK = 128  # the schedule's step (requests per step) where score.schedule_chunk knows no better
 # The word-fed exact pass's scan: steps (of 4 * WARPS pages) per group, a bit each in an int32.
 SCAN_STEPS = tl.constexpr(32)
+# The schedule reads a request's row ends this many at a time (one load of up to 4 rows instead
+# of a chain of one load per row: speculative verify requests have 1-4 rows).
+ROW_LOADS = tl.constexpr(4)
 
 
 @triton.jit
@@ -412,8 +415,11 @@ def request_units(query_starts_ptr, row_ends_ptr, first, requests, width, num_ro
     start = row_bound(tl.load(query_starts_ptr + request, mask=inside, other=0), num_rows)
     rows = row_bound(tl.load(query_starts_ptr + request + 1, mask=inside, other=0), num_rows) - start
     longest = tl.zeros((CHUNK,), dtype=tl.int32)
-    for i in range(0, tl.max(rows, axis=0)):
-        longest = tl.maximum(longest, narrow_end(tl.load(row_ends_ptr + start + i, mask=i < rows, other=0), width))
+    # The rows' ends ROW_LOADS at a time: a round trip to memory per ROW_LOADS rows, not per row.
+    for i in range(0, tl.max(rows, axis=0), ROW_LOADS):
+        for j in tl.static_range(ROW_LOADS):
+            row_end = tl.load(row_ends_ptr + start + i + j, mask=i + j < rows, other=0)
+            longest = tl.maximum(longest, narrow_end(row_end, width))
     return tl.cdiv(tl.minimum(longest, width), 64 * UNIT_PAGES)
 
 
@@ -557,9 +563,12 @@ def score_share(
     # ``first_unit``: where the request's units start; its pages start SETUP_UNITS later.
     while (request < requests) & (first_unit < end):
         start = row_bound(tl.load(query_starts_ptr + request), num_rows)
+        stop = row_bound(tl.load(query_starts_ptr + request + 1), num_rows)
         longest = 0
-        for i in range(0, row_bound(tl.load(query_starts_ptr + request + 1), num_rows) - start):
-            longest = tl.maximum(longest, narrow_end(tl.load(row_ends_ptr + start + i), width))
+        for i in range(start, stop, ROW_LOADS):
+            for j in tl.static_range(ROW_LOADS):
+                row_end = tl.load(row_ends_ptr + i + j, mask=i + j < stop, other=0)
+                longest = tl.maximum(longest, narrow_end(row_end, width))
         units = tl.cdiv(tl.minimum(longest, width), 64 * SHARE_PAGES)
         first_page = (first_unit + SETUP_UNITS) * SHARE_PAGES
         fewest = score_request(
