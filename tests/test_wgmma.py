@@ -40,7 +40,7 @@ import json
 from fp4_inductor.kernels import score
 from fp4_inductor.kernels.sm90 import compile_scorer, dump_cubin, ptxas_verdict, wgmma_order
 out = {}
-for rows, form in ((2, 1), (2, 2), (4, 1), (4, 2)):
+for rows, form in ((2, 1), (2, 2), (4, 1), (4, 2), (2, 3), (2, 4), (4, 3), (4, 4)):
     plan = score.launch_plan(True, rows * 64, {}, form)
     hot = score.launch_forms("fixup", True, True, plan[0], plan[1], plan[3], plan[4], plan[5], form)[0]
     cap = score.WGMMA_REGISTERS[rows * 64, form]
@@ -60,7 +60,7 @@ def compiled():
     return json.loads(run_sm90_script(_COMPILE))
 
 
-@pytest.mark.parametrize("rows, form", [(2, 1), (2, 2), (4, 1), (4, 2)])
+@pytest.mark.parametrize("rows, form", [(2, 1), (2, 2), (4, 1), (4, 2), (2, 3), (2, 4), (4, 3), (4, 4)])
 def test_the_hot_pass_compiles_for_sm90(compiled, rows, form):
     got = compiled[f"{rows},{form}"]
     assert got["hot"]["WGMMA"] == form and got["hot"]["WARPS"] == 4 and got["hot"]["TILE_PAGES"] == 1
@@ -69,10 +69,12 @@ def test_the_hot_pass_compiles_for_sm90(compiled, rows, form):
     assert got["plan"][2] == 65536 // (128 * -(-got["registers"] // 8) * 8)
     assert got["warnings"] == []  # no wgmma serialized by ptxas
     # Form 1 at 256 columns spills at the largest cap; form 2 a word or two on Triton 3.7.1
-    # (score.WGMMA_REGISTERS).
-    assert got["stack"] <= (128 if (rows, form) == (4, 1) else 8 if form == 2 else 0)
-    # The loop's two half dots: in flight together (form 1), one after the other (form 2).
-    loop = "group, group, wait 0x1, wait 0x0" if form == 1 else "group, wait 0x0, group, wait 0x0"
+    # (score.WGMMA_REGISTERS); forms 3 and 4 a few words in their query prologue (Triton 3.6 and
+    # 3.7.1: 160 bytes in form 3 at 256 columns, 16-24 in form 4), none in the tile loop.
+    stack = {(4, 1): 128, (4, 3): 160}.get((rows, form), 8 if form == 2 else 24 if form == 4 else 0)
+    assert got["stack"] <= stack
+    # The loop's two half dots: in flight together (forms 1 and 3), one after the other (2 and 4).
+    loop = "group, group, wait 0x1, wait 0x0" if form in (1, 3) else "group, wait 0x0, group, wait 0x0"
     assert got["order"] == loop
 
 
@@ -84,8 +86,8 @@ def test_the_launcher_refuses_what_it_cannot_run(gen):
     out = torch.full((case["q"].shape[0], case["block_table"].shape[1] * 64), float("nan"))
     args = (out, *query, case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"],
             case["max_query_len"])
-    with pytest.raises(ValueError, match="wgmma: expected 0, 1 or 2, got 3"):
-        launch_score_paged(*args, wgmma=3)
+    with pytest.raises(ValueError, match="wgmma: expected 0, 1, 2, 3 or 4, got 5"):
+        launch_score_paged(*args, wgmma=5)
     with pytest.raises(ValueError, match="wgmma: expected an sm_90 CUDA device, got cpu"):
         launch_score_paged(*args, wgmma=1)
     assert out.isnan().all()  # nothing written
@@ -105,9 +107,14 @@ def test_the_wgmma_conditions(monkeypatch):
         score.check_wgmma(1, False, True, True, 64, "cuda:0", payload, kernel)
     with pytest.raises(ValueError, match="expected 64 heads, got 32"):
         score.check_wgmma(1, True, True, True, 32, "cuda:0", payload, kernel)
-    with pytest.raises(ValueError, match="4-byte aligned, got a storage offset of 2 bytes"):
+    with pytest.raises(ValueError, match=r"4-byte aligned \(form 1\), got a storage offset of 2 bytes"):
         score.check_wgmma(1, True, True, True, 64, "cuda:0", payload.flatten()[2:].unflatten(0, (1, -1))[:, :64 * 64]
                           .view(1, 64, 64), kernel)
+    # Forms 3 and 4 load the payload 16 bytes at a time: a row at a 4-byte offset is refused there.
+    shifted = payload.flatten()[4:].unflatten(0, (1, -1))[:, :64 * 64].view(1, 64, 64)
+    score.check_wgmma(1, True, True, True, 64, "cuda:0", shifted, kernel)
+    with pytest.raises(ValueError, match=r"16-byte aligned \(form 3\), got a storage offset of 4 bytes"):
+        score.check_wgmma(3, True, True, True, 64, "cuda:0", shifted, kernel)
     old = type("OldKernel", (), {"arg_names": [n for n in kernel.arg_names if n != "WGMMA"]})()
     with pytest.raises(ValueError, match="expected a kernel that takes WGMMA"):
         score.check_wgmma(1, True, True, True, 64, "cuda:0", payload, old)
@@ -155,7 +162,7 @@ def assert_matches_float64(out, query, case):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.version.hip is not None
                     or torch.cuda.get_device_capability()[0] != 9, reason="needs an sm_90 NVIDIA GPU")
-@pytest.mark.parametrize("form", [1, 2])
+@pytest.mark.parametrize("form", [1, 2, 3, 4], ids=lambda form: f"form{form}")
 @pytest.mark.parametrize("query_lens, seq_lens", [([2, 2, 1, 2], [4096, 333, 1500, 64]),
                                                   ([4, 3, 1], [2100, 4096, 700]),
                                                   ([8, 5, 1], [1200, 4096, 90])])

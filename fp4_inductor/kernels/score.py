@@ -76,7 +76,9 @@ def dependent_launch(word_fed: bool, asm: bool, exact: str, out: torch.Tensor) -
 # launches (a traced launch with ``maxnreg`` was not tried). At 256 columns the exact pass after it
 # runs 4-row blocks too, which the default launches never do (255 registers and 2176 bytes of
 # stack on Triton 3.6, against 176 at 2 rows).
-WGMMA_REGISTERS = {(128, 1): 208, (256, 1): 255, (128, 2): 128, (256, 2): 168}
+# Forms 3 and 4 (forms 1 and 2 with the query prologue in 16-byte loads) take the caps of 1 and 2.
+WGMMA_REGISTERS = {(128, 1): 208, (256, 1): 255, (128, 2): 128, (256, 2): 168,
+                   (128, 3): 208, (256, 3): 255, (128, 4): 128, (256, 4): 168}
 
 
 def launch_plan(word_fed: bool, columns: int, tuning: dict, wgmma: int = 0) -> tuple[int, int, int, bool, int, int]:
@@ -188,7 +190,7 @@ def launch_forms(exact: str, asm: bool, word_fed: bool, tile_pages: int, num_war
     - Otherwise it builds with the portable integer builder, at most 2 pages per tile on 4
       warps: inside the loop over a share's requests, Triton 3.7 puts the byte-fed PTX builder
       in a layout that breaks pack=4 (tests/test_prmt.py compiles every default launch).
-    ``wgmma`` (1 or 2; word-fed only): the hot pass on wgmmas in inline PTX, in that form
+    ``wgmma`` (1 to 4; word-fed only): the hot pass on wgmmas in inline PTX, in that form
     (``score_wgmma``); the exact pass as after any word-fed hot pass."""
     if exact == "inline":
         return [dict(MODE=0, TILE_PAGES=tile_pages, SHARE_PAGES=tile_pages, SETUP_UNITS=setup, ASM=asm, WORDS=False,
@@ -204,12 +206,13 @@ def launch_forms(exact: str, asm: bool, word_fed: bool, tile_pages: int, num_war
 
 def check_wgmma(wgmma, word_fed: bool, gpu: bool, asm: bool, heads: int, device, q_payload: torch.Tensor,
                 kernel) -> None:
-    """The ``wgmma`` tuning's conditions (a ValueError naming what is missing): form 1 or 2, an
+    """The ``wgmma`` tuning's conditions (a ValueError naming what is missing): form 1 to 4, an
     sm_90 GPU (CUDA), FP4 queries on the word-fed hot pass with the PTX builder (16-byte-aligned
     cache rows, exact="fixup"), 64 heads, query payload rows 4-byte aligned (the hot pass loads
-    them as words), a kernel that takes ``WGMMA`` (not a copy from before it)."""
-    if wgmma not in (1, 2):
-        raise ValueError(f"wgmma: expected 0, 1 or 2, got {wgmma!r}")
+    them as words; 16-byte aligned in forms 3 and 4, which load 16 bytes at a time), a kernel
+    that takes ``WGMMA`` (not a copy from before it)."""
+    if wgmma not in (1, 2, 3, 4):
+        raise ValueError(f"wgmma: expected 0, 1, 2, 3 or 4, got {wgmma!r}")
     if not (gpu and torch.version.hip is None and capability_major(device) == 9):
         raise ValueError(f"wgmma: expected an sm_90 CUDA device, got {device}")
     if not (word_fed and asm):
@@ -217,9 +220,11 @@ def check_wgmma(wgmma, word_fed: bool, gpu: bool, asm: bool, heads: int, device,
                          f"pass with the PTX builder), got word_fed={word_fed}, asm={asm}")
     if heads != 64:
         raise ValueError(f"wgmma: expected 64 heads, got {heads}")
-    if not rows_aligned(q_payload, 4):
-        raise ValueError("wgmma: expected the query payload's rows 4-byte aligned, got a storage offset of "
-                         f"{q_payload.storage_offset()} bytes")
+    alignment = 16 if wgmma in (3, 4) else 4
+    if not rows_aligned(q_payload, alignment):
+        raise ValueError(f"wgmma: expected the query payload's rows {alignment}-byte aligned (form {wgmma}), got a "
+                         f"storage offset of {q_payload.storage_offset()} bytes and a row stride of "
+                         f"{q_payload.stride(0)}")
     if "WGMMA" not in kernel.arg_names:
         raise ValueError(f"wgmma: expected a kernel that takes WGMMA, got {getattr(kernel, '__name__', kernel)}")
 

@@ -33,7 +33,7 @@ def score_request(
 ):
     """Pages [share_begin, share_end) of ``request`` for all of its rows (its row blocks from
     program_id(1) on, in steps of num_programs(1)); returns ``fewest`` (MODE 1), updated. WGMMA
-    (1 or 2, MODE 1 only): the hot pass on wgmmas in inline PTX (``score_wgmma``), in that form."""
+    (1 to 4, MODE 1 only): the hot pass on wgmmas in inline PTX (``score_wgmma``), in that form."""
     N: tl.constexpr = ROWS * HEADS
     M: tl.constexpr = 64 * TILE_PAGES
     # Rows lie within the launch's, whatever query_starts says. (The loads written out here, in

@@ -254,7 +254,7 @@ def constants(sizes=(32, 64, 128, 256)) -> dict[str, str]:
                for n in sizes}
     consts |= {"LDSW": "ld.shared.v2.f32 {$0, $1}, [$2];", "STORE": STORE, "STORE_IF": STORE_IF, "PUBLISH": PUBLISH,
                "BARRIER": BARRIER, "PUBLISH_BOTH": PUBLISH_BOTH, "LOAD4": LOAD4, "LOAD4_C": "=r,=r,=r,=r,l",
-               "KMAX": KMAX, "QMAX": QMAX, "TABLES": CODE_TABLES_ASM.value, "PRMT": PRMT, "SHFL1": SHFL1,
+               "KMAX": KMAX, "QMAX": QMAX, "QMAX4": QMAX4, "TABLES": CODE_TABLES_ASM.value, "PRMT": PRMT, "SHFL1": SHFL1,
                "SHFL2": SHFL2, "RELU": RELU_ASM.value}
     for n in sizes:
         consts[f"ISSUE_{n}"] = issue_asm(n)
@@ -279,6 +279,9 @@ BARRIER = "{ bar.sync 0; mov.b32 $0, $2; mov.b32 $1, $3; }"
 PUBLISH_BOTH = "{ fence.proxy.async.shared::cta; bar.sync 0; mov.u32 $0, $3; mov.u32 $1, $4; }"
 # The largest of a query column's four group scales: its 16 payload words lie on 16 lanes, four
 # per group (lanes 4g .. 4g + 3 of each half-warp).
+# QMAX where the column's four groups lie on a quad (forms 3 and 4).
+QMAX4 = ("{ .reg .b32 x, m; shfl.sync.bfly.b32 x, $1, 1, 31, 0xffffffff; max.s32 m, $1, x; "
+         "shfl.sync.bfly.b32 x, m, 2, 31, 0xffffffff; max.s32 $0, m, x; }")
 QMAX = ("{ .reg .b32 x, m; shfl.sync.bfly.b32 x, $1, 4, 31, 0xffffffff; max.s32 m, $1, x; "
         "shfl.sync.bfly.b32 x, m, 8, 31, 0xffffffff; max.s32 $0, m, x; }")
 
@@ -304,12 +307,57 @@ PACKAGE_PAGE = "tl.load(bt_row + tl.minimum({index}, last) * block_table_page_st
 # weights in shared memory (half the accumulators live: 4 and 3 programs per SM at 2 and 4 rows,
 # score.WGMMA_REGISTERS). Both pass tests/test_wgmma.py's GPU tests; timed against the default hot
 # pass on an H100 (docs/benchmarks.md, stop 51), neither is faster but form 2 at 4 rows (3.5 %).
-PACKAGE_FORMS = {1: dict(halves=1, shared_weights=False), 2: dict(halves=2, shared_weights=True)}
+# Forms 3 and 4: forms 1 and 2 with the query prologue in 16-byte loads (``VECTOR_QUERY``).
+PACKAGE_FORMS = {1: dict(halves=1, shared_weights=False, vector_query=False),
+                 2: dict(halves=2, shared_weights=True, vector_query=False),
+                 3: dict(halves=1, shared_weights=False, vector_query=True),
+                 4: dict(halves=2, shared_weights=True, vector_query=True)}
 DEPTH = 1  # keys loaded a step earlier than the step that builds their operand
 # The query prologue's steps in groups of this many, unrolled, so each group's loads are in flight
 # together (4 or 8 waits per request at 2 or 4 rows, not 16 or 32). In groups of 8 the 4-row form
 # 1's tile loop spills on Triton 3.7.1 (docs/benchmarks.md, stop 51). Not yet run on a GPU.
 QUERY_UNROLL = 4
+# The query prologue of forms 3 and 4: each thread takes one group of a query column (its 4
+# payload words in one 16-byte load, its scale byte; the column's 4 groups on a quad, whose
+# largest scale is 2 shuffles), so a request's operand is n / 32 steps (8 at 4 rows), all
+# unrolled: their loads are asked for before any is used, one round trip to memory per request
+# where the word-per-step prologue (forms 1 and 2) waits for one per group of steps (ptxas
+# issues a group's loads in 2-3 waves: about 24 waits per request at 4 rows).
+VECTOR_QUERY = [
+    "unit = q * 128 + thread",
+    "col = unit // 4",
+    "head = col % 64",
+    "ok = col // 64 < rows_here",
+    # A column past the block's rows reads the block's first row (in bounds), and takes zeros.
+    "r64 = (first_row + tl.where(ok, col // 64, 0)).to(tl.int64)",
+    "at = (words + (r64 * 64 + head) * 16 + t * 4).to(tl.int64)",
+    "v0, v1, v2, v3 = tl.inline_asm_elementwise(LOAD4, LOAD4_C, [at], dtype=(tl.int32,) * 4, is_pure=True, pack=1)",
+    "qexp = tl.load(q_scales_ptr + r64 * 256 + t * 64 + (head % 16) * 4 + head // 16, mask=ok, other=127)"
+    ".to(tl.int32)",
+    "weight = tl.load(weights_ptr + r64 * weights_stride + head * weights_head_stride, mask=ok & (t == 0), "
+    "other=0.0)",
+]
+VECTOR_QUERY_USE = [
+    "qmax = tl.inline_asm_elementwise(QMAX4, '=r,r', [qexp], dtype=tl.int32, is_pure=True, pack=1)",
+    "shift = 3 - (qmax - qexp)",
+    "query_fold = tl.minimum(query_fold, shift)",
+    "lo, hi = tl.inline_asm_elementwise(TABLES, '=r,=r,r', [shift], dtype=(tl.int32, tl.int32), is_pure=True, "
+    "pack=1)",
+] + [line for s in range(4) for line in (
+    f"p0, p1 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [tl.where(ok, v{s}, 0), lo, hi], "
+    "dtype=(tl.int32, tl.int32), is_pure=True, pack=1)",
+    f"q_at = queries + {s} * N32 + col // 8 * 256 + col % 8 * 16 + t * 4",
+    "stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at, p0], dtype=tl.int32, is_pure=True, pack=1)",
+    "stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at + 128, p1], dtype=tl.int32, is_pure=True, pack=1)",
+)] + [
+    "folded = tl.where(ok, weight * power_of_two(qmax, 0.0625), 0.0).to(tl.int32, bitcast=True)",
+    "stored += tl.inline_asm_elementwise(STORE_IF, '=r,r,r,r', [weights_at + col * 4, folded, "
+    "(t == 0).to(tl.int32)], dtype=tl.int32, is_pure=True, pack=1)",
+]
+
+
+def block(lines: list[str], spaces: int) -> str:
+    return "\n".join(" " * spaces + line for line in lines)
 
 
 def request_source(rows: int, form: int) -> str:
@@ -346,6 +394,18 @@ def request_source(rows: int, form: int) -> str:
         "stored += tl.inline_asm_elementwise(STORE_IF, '=r,r,r,r', [weights_at + col * 4, folded, "
         "(v == 0).to(tl.int32)], dtype=tl.int32, is_pure=True, pack=1)",
     ]
+    if PACKAGE_FORMS[form]["vector_query"]:
+        # Every step's loads first (named per step), then each step's operand words and weight.
+        steps = range(n // 32)
+        loads = [re.sub(r"\b(unit|col|head|ok|r64|at|v[0-3]|qexp|weight)\b", rf"\g<1>_{q}", line).replace(
+            "q * 128", f"{q} * 128") for q in steps for line in VECTOR_QUERY]
+        uses = [re.sub(r"\b(col|ok|v[0-3]|qexp|weight)\b", rf"\g<1>_{q}", line).replace("N32", str(n * 32))
+                for q in steps for line in VECTOR_QUERY_USE]
+        query_block = block(loads + uses, 4)
+    else:
+        query_block = (f"    for group in range({n // 8 // QUERY_UNROLL}):\n"
+                       f"        for step in tl.static_range({QUERY_UNROLL}):\n"
+                       f"            q = group * {QUERY_UNROLL} + step\n" + block(query, 12))
     rr = "tl.arange(0, ROWS)"
     rows_lines = [f"limit{r} = tl.where({r} < rows_here, tl.minimum(tl.sum(tl.where({rr} == {r}, row_ends, 0), "
                   f"axis=0), page_end * 64), 0)" for r in range(rows)]
@@ -358,8 +418,6 @@ def request_source(rows: int, form: int) -> str:
     prologue = tile_prologue(DEPTH, "page_begin", PACKAGE_PAGE)
     body = tile_body(n, rows, DEPTH, halves, shared_weights, PACKAGE_PAGE)
 
-    def block(lines, spaces):
-        return "\n".join(" " * spaces + line for line in lines)
     return f'''
 
 @triton.jit
@@ -377,10 +435,7 @@ def wgmma_rows{rows}_form{form}(fewest_in, out_ptr, out_stride, q_payload_ptr, q
                                                     dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
     words = q_payload_ptr.to(tl.pointer_type(tl.int32))
     stored = zero
-    for group in range({n // 8 // QUERY_UNROLL}):
-        for step in tl.static_range({QUERY_UNROLL}):
-            q = group * {QUERY_UNROLL} + step
-{block(query, 12)}
+{query_block}
     queries, weights_at = tl.inline_asm_elementwise(PUBLISH_BOTH, "=r,=r,r,r,r", [stored, queries, weights_at],
                                                     dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
 {block(weights + rows_lines, 4)}
@@ -419,7 +474,7 @@ def wgmma_request(fewest, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cach
                      "                                         block_table_page_stride, first_row, rows_here, "
                      "row_ends, page_begin,\n"
                      "                                         page_end)\n")
-    dispatch += "    else:\n        tl.static_assert(False, \"wgmma: 2 or 4 rows per block, form 1 or 2\")\n"
+    dispatch += "    else:\n        tl.static_assert(False, \"wgmma: 2 or 4 rows per block, form 1 to 4\")\n"
     dispatch += "    return fewest\n"
     return head + functions + dispatch
 
