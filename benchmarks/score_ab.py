@@ -62,5 +62,7 @@ if __name__ == "__main__":
         label = shape + (f" ({args.outliers:g} outliers)" if args.outliers else "")
         label += " (outlier channels)" if args.outlier_channels else ""
         label += f" ({args.seq_len} keys per request)" if args.seq_len else ""
-        table += [f"| {label} | {path} | " + " / ".join(f"{t:.1f}" for t in times[path]) + " |" for path in modules]
+        rows = [f"| {label} | {path} | " + " / ".join(f"{t:.1f}" for t in times[path]) + " |" for path in modules]
+        print("\n".join(rows), flush=True)  # each shape's rows as they come (a call cut off keeps them)
+        table += rows
     print("\n".join(["| shape | variant | us per round |", "| --- | --- | --- |"] + table))
