@@ -222,9 +222,11 @@ def check_wgmma(wgmma, word_fed: bool, gpu: bool, asm: bool, heads: int, device,
         raise ValueError(f"wgmma: expected 64 heads, got {heads}")
     alignment = 16 if wgmma in (3, 4) else 4
     if not rows_aligned(q_payload, alignment):
+        size = q_payload.element_size()
+        address = "" if is_fake(q_payload) else f", an address {q_payload.data_ptr() % alignment} past a multiple"
         raise ValueError(f"wgmma: expected the query payload's rows {alignment}-byte aligned (form {wgmma}), got a "
-                         f"storage offset of {q_payload.storage_offset()} bytes and a row stride of "
-                         f"{q_payload.stride(0)}")
+                         f"storage offset of {q_payload.storage_offset() * size} bytes, a row stride of "
+                         f"{q_payload.stride(0) * size} bytes{address}")
     if "WGMMA" not in kernel.arg_names:
         raise ValueError(f"wgmma: expected a kernel that takes WGMMA, got {getattr(kernel, '__name__', kernel)}")
 

@@ -56,6 +56,22 @@ def wgmma_order(cubin: bytes, counts: bool = False) -> str:
     return ", ".join(order)
 
 
+def dot_loop_spills(cubin: bytes) -> tuple[int, int]:
+    """(instructions, local-memory loads and stores) of the innermost loop that holds a GMMA (a
+    backward branch's span in the SASS): whether the tile loop spills, which a kernel's stack
+    size alone does not say (its prologue may hold the stack words). (0, 0) without such a loop."""
+    found = sass_instructions(dump_cubin(cubin))
+    best = (0, 0)
+    for address, text in found:
+        target = re.search(r"BRA (?:\S+, )?0x([0-9a-f]+)", text)
+        if not target or int(target.group(1), 16) >= address:
+            continue
+        body = [t for a, t in found if int(target.group(1), 16) <= a <= address]
+        if any("GMMA" in t for t in body) and (best == (0, 0) or len(body) < best[0]):
+            best = (len(body), sum(1 for t in body if re.search(r"\b(LDL|STL)\b", t)))
+    return best
+
+
 def ptxas_verdict(ptx: str) -> tuple[str, list[str]]:
     """(ptxas -v's report, the codes of its serialization warnings: a wgmma that ptxas waits for
     at once, C7510-C7519) for ``ptx``, assembled again for sm_90a with the wheel's ptxas: Triton

@@ -254,8 +254,8 @@ def constants(sizes=(32, 64, 128, 256)) -> dict[str, str]:
                for n in sizes}
     consts |= {"LDSW": "ld.shared.v2.f32 {$0, $1}, [$2];", "STORE": STORE, "STORE_IF": STORE_IF, "PUBLISH": PUBLISH,
                "BARRIER": BARRIER, "PUBLISH_BOTH": PUBLISH_BOTH, "LOAD4": LOAD4, "LOAD4_C": "=r,=r,=r,=r,l",
-               "KMAX": KMAX, "QMAX": QMAX, "QMAX4": QMAX4, "TABLES": CODE_TABLES_ASM.value, "PRMT": PRMT, "SHFL1": SHFL1,
-               "SHFL2": SHFL2, "RELU": RELU_ASM.value}
+               "KMAX": KMAX, "QMAX": QMAX, "QMAX4": QMAX4, "TABLES": CODE_TABLES_ASM.value, "PRMT": PRMT,
+               "SHFL1": SHFL1, "SHFL2": SHFL2, "RELU": RELU_ASM.value}
     for n in sizes:
         consts[f"ISSUE_{n}"] = issue_asm(n)
         consts[f"ISSUE_{n}_H0"] = issue_asm(n // 2, n * 32, 0)
@@ -279,11 +279,11 @@ BARRIER = "{ bar.sync 0; mov.b32 $0, $2; mov.b32 $1, $3; }"
 PUBLISH_BOTH = "{ fence.proxy.async.shared::cta; bar.sync 0; mov.u32 $0, $3; mov.u32 $1, $4; }"
 # The largest of a query column's four group scales: its 16 payload words lie on 16 lanes, four
 # per group (lanes 4g .. 4g + 3 of each half-warp).
+QMAX = ("{ .reg .b32 x, m; shfl.sync.bfly.b32 x, $1, 4, 31, 0xffffffff; max.s32 m, $1, x; "
+        "shfl.sync.bfly.b32 x, m, 8, 31, 0xffffffff; max.s32 $0, m, x; }")
 # QMAX where the column's four groups lie on a quad (forms 3 and 4).
 QMAX4 = ("{ .reg .b32 x, m; shfl.sync.bfly.b32 x, $1, 1, 31, 0xffffffff; max.s32 m, $1, x; "
          "shfl.sync.bfly.b32 x, m, 2, 31, 0xffffffff; max.s32 $0, m, x; }")
-QMAX = ("{ .reg .b32 x, m; shfl.sync.bfly.b32 x, $1, 4, 31, 0xffffffff; max.s32 m, $1, x; "
-        "shfl.sync.bfly.b32 x, m, 8, 31, 0xffffffff; max.s32 $0, m, x; }")
 
 # What every written-out kernel starts with: thread i's lane position (t: its lane in the quad),
 # its two keys' slots in a page and their scale bytes' offsets (group t), and the folds seen.
@@ -320,11 +320,13 @@ QUERY_UNROLL = 4
 # The query prologue of forms 3 and 4: each thread takes one group of a query column (its 4
 # payload words in one 16-byte load, its scale byte; the column's 4 groups on a quad, whose
 # largest scale is 2 shuffles), so a request's operand is n / 32 steps (8 at 4 rows), all
-# unrolled: their loads are asked for before any is used, one round trip to memory per request
-# where the word-per-step prologue (forms 1 and 2) waits for one per group of steps (ptxas
-# issues a group's loads in 2-3 waves: about 24 waits per request at 4 rows).
+# unrolled, every step's loads written before any use. ptxas still issues them in waves (the
+# scale bytes and their shuffles first; at 4 rows the payload in 4 waves, reusing registers):
+# about 2 waits for memory per request at 2 rows and 5 at 4 rows, where the word-per-step
+# prologue (forms 1 and 2) takes about 12 and 24 (sm_90 SASS; docs/benchmarks.md, stop 52).
+# Compiled only: not yet run on a GPU.
 VECTOR_QUERY = [
-    "unit = q * 128 + thread",
+    "unit = {step} * 128 + thread",
     "col = unit // 4",
     "head = col % 64",
     "ok = col // 64 < rows_here",
@@ -398,7 +400,7 @@ def request_source(rows: int, form: int) -> str:
         # Every step's loads first (named per step), then each step's operand words and weight.
         steps = range(n // 32)
         loads = [re.sub(r"\b(unit|col|head|ok|r64|at|v[0-3]|qexp|weight)\b", rf"\g<1>_{q}", line).replace(
-            "q * 128", f"{q} * 128") for q in steps for line in VECTOR_QUERY]
+            "{step}", str(q)) for q in steps for line in VECTOR_QUERY]
         uses = [re.sub(r"\b(col|ok|v[0-3]|qexp|weight)\b", rf"\g<1>_{q}", line).replace("N32", str(n * 32))
                 for q in steps for line in VECTOR_QUERY_USE]
         query_block = block(loads + uses, 4)
