@@ -10,6 +10,7 @@ is written outside the valid region."""
 import json
 import os
 
+import numpy as np
 import pytest
 import torch
 
@@ -198,3 +199,125 @@ def test_logits_match_float64_on_the_gpu(gen, form, query_lens, seq_lens, progra
         out = torch.full((q.shape[0], width), float("nan"), device="cuda")
         launch_score_paged(out, *args, **tuning)
         assert_matches_float64(out, query, case)
+
+
+class _Lanes(np.ndarray):
+    """A [128] tensor of the written-out kernels (thread i holds element i), for ``_run_prologue``."""
+
+    def to(self, dtype, bitcast=False):
+        kind = {"int32": np.int32, "int64": np.int64, "float32": np.float32}[dtype]
+        return (self.view(kind) if bitcast else self.astype(kind)).view(_Lanes)
+
+
+def _lanes(x):
+    return np.asarray(x).view(_Lanes)
+
+
+class _Pointer:
+    """A pointer into ``memory`` (a flat numpy array) plus lane offsets, in that array's elements."""
+
+    def __init__(self, memory, offset=0):
+        self.memory, self.offset = memory, offset
+
+    def __add__(self, offset):
+        return _Pointer(self.memory, self.offset + offset)
+
+    def to(self, dtype, bitcast=False):
+        return self
+
+
+def _run_prologue(n, vector, payload, scales, weights, first_row, rows_here):
+    """A request's query prologue (``wgmma_source.query_prologue``) run on numpy: loads and asm
+    replaced by stand-ins (a load or a 16-byte load must be in bounds where it is not masked
+    off; a shared address is written once; the tables and the permutation are arbitrary
+    functions of their inputs, the same for both prologues). Returns (shared words, folded
+    weights' words, the request's fold)."""
+    from types import SimpleNamespace
+
+    from fp4_inductor.kernels import wgmma_source
+
+    thread = _lanes(np.arange(128))
+    shared, weights_at_shared = {}, {}
+
+    def load(pointer, mask=True, other=0):
+        offset = np.broadcast_to(np.asarray(pointer.offset), (128,)).astype(np.int64)
+        mask = np.broadcast_to(np.asarray(mask), (128,))
+        assert ((0 <= offset[mask]) & (offset[mask] < pointer.memory.size)).all(), "a load out of bounds"
+        return _lanes(np.where(mask, pointer.memory[np.clip(offset, 0, pointer.memory.size - 1)], other))
+
+    def shuffled(x, lanes):
+        x = np.asarray(x)
+        out = x.copy()
+        for k in lanes:
+            out = np.maximum(out, out[(thread & ~31) | ((thread & 31) ^ k)])
+        return _lanes(out)
+
+    def store(table, address, value, where=True):
+        for a, v, w in zip(np.asarray(address).tolist(), np.asarray(value).tolist(), np.broadcast_to(where, (128,))):
+            if w:
+                assert a not in table, f"shared address {a} written twice"
+                table[a] = v
+        return _lanes(np.zeros(128, np.int32))
+
+    def asm(code, constraints, args, dtype, is_pure, pack):
+        if code == "LOAD4":
+            pointer = args[0]
+            assert (np.asarray(pointer.offset) % 4 == 0).all(), "a 16-byte load not 16-byte aligned"
+            return tuple(load(pointer + i) for i in range(4))
+        if code in ("QMAX", "QMAX4"):
+            return shuffled(args[0], (4, 8) if code == "QMAX" else (1, 2))
+        if code == "TABLES":
+            return _lanes(args[0] * 7919 + 13), _lanes(args[0] * 104729 - 5)
+        if code == "PRMT":
+            word, lo, hi = (np.asarray(a).astype(np.int64) for a in args)
+            return _lanes((word * 31 + lo) & 0xFFFFFFFF), _lanes((word * 17 ^ hi) & 0xFFFFFFFF)
+        if code == "STORE":
+            return store(shared, args[0], args[1])
+        if code == "STORE_IF":
+            return store(weights_at_shared, args[0], args[1], np.asarray(args[2]) != 0)
+        raise AssertionError(code)
+
+    def static_range(count):
+        return range(count)
+
+    tl = SimpleNamespace(load=load, where=lambda c, a, b: _lanes(np.where(c, a, b)), minimum=np.minimum,
+                         inline_asm_elementwise=asm, static_range=static_range, int32="int32", int64="int64",
+                         float32="float32")
+    names = dict(tl=tl, thread=thread, t=thread % 4, zero=_lanes(np.zeros(128, np.int32)),
+                 query_fold=_lanes(np.full(128, 3)), stored=_lanes(np.zeros(128, np.int32)),
+                 queries=0, weights_at=0, words=_Pointer(payload), q_scales_ptr=_Pointer(scales),
+                 weights_ptr=_Pointer(weights), weights_stride=64, weights_head_stride=1, first_row=first_row,
+                 rows_here=rows_here, power_of_two=lambda e, c: _lanes(np.exp2(np.asarray(e) - 127.0) * c)
+                 .astype(np.float32))
+    names |= {k: k for k in ("LOAD4", "LOAD4_C", "QMAX", "QMAX4", "TABLES", "PRMT", "STORE", "STORE_IF")}
+    exec("\n".join(wgmma_source.query_prologue(n, vector)), names)
+    return shared, weights_at_shared, int(np.min(names["query_fold"]))
+
+
+@pytest.mark.parametrize("rows", [2, 4])
+@pytest.mark.parametrize("rows_here", [1, 2, 3, 4])
+@pytest.mark.parametrize("folds", [True, False])
+def test_the_prologues_write_the_same_bytes(rows, rows_here, folds):
+    """Forms 3 and 4 build a request's query operand with 16-byte loads (a group of a column per
+    thread), forms 1 and 2 a word per thread: run on numpy stand-ins for their loads and asm, both
+    write the same words at the same shared addresses, the same folded weights, and find the same
+    fold, for a block's rows placed last in the payload (a column past them must read in bounds
+    and take zeros)."""
+    if rows_here > rows:
+        pytest.skip("a block has at most ROWS rows")
+    gen = np.random.default_rng(rows * 10 + rows_here)
+    total_rows = 5
+    payload = gen.integers(-2**31, 2**31, size=total_rows * 64 * 16, dtype=np.int64).astype(np.int32)
+    scales = gen.integers(123, 127, size=total_rows * 256).astype(np.uint8)  # groups within 2**3: all fold
+    if not folds:
+        # Head 5 of the last row: groups 0 and 2 lie 2**8 apart ([r, 0, g, h % 16, h // 16]).
+        scales[(total_rows - 1) * 256 + 2 * 64 + 5 * 4] = 126
+        scales[(total_rows - 1) * 256 + 0 * 64 + 5 * 4] = 118
+    weights = gen.standard_normal(total_rows * 64).astype(np.float32)
+    first_row = total_rows - rows_here
+    word = _run_prologue(64 * rows, False, payload, scales, weights, first_row, rows_here)
+    vector = _run_prologue(64 * rows, True, payload, scales, weights, first_row, rows_here)
+    assert len(word[0]) == 64 * rows * 32 and len(word[1]) == 64 * rows
+    assert word[0] == vector[0]
+    assert word[1] == vector[1]
+    assert word[2] == vector[2] and (word[2] >= 0) == folds

@@ -362,14 +362,13 @@ def block(lines: list[str], spaces: int) -> str:
     return "\n".join(" " * spaces + line for line in lines)
 
 
-def request_source(rows: int, form: int) -> str:
-    """``wgmma_rows{rows}_form{form}``: the hot pass (MODE 1) of one row block of one request over
-    pages [page_begin, page_end) at 64 heads (score_kernel.score_request's arguments): the query
-    operand and the folded head weights built into shared memory (queries that do not fold mark
-    the program), then the key loop. Returns ``fewest`` updated: below 0 where a key or the query
-    does not fold, as the package's hot pass."""
-    n = 64 * rows
-    halves, shared_weights = PACKAGE_FORMS[form]["halves"], PACKAGE_FORMS[form]["shared_weights"]
+def query_prologue(n: int, vector: bool) -> list[str]:
+    """The lines (unindented) that build a request's query operand of ``n`` columns and its folded
+    head weights in shared memory (``queries``, ``weights_at``; ``stored`` sums the stores and
+    ``query_fold`` takes each group's fold): a word per thread and step, steps in unrolled groups
+    (forms 1 and 2), or a group of a column per thread and step, every step's loads first
+    (``vector``: forms 3 and 4). tests/test_wgmma.py runs both on stand-ins for their loads and
+    asm and checks that they write the same bytes."""
     query = [
         "word = q * 128 + thread",
         "col = word // 16",
@@ -396,18 +395,27 @@ def request_source(rows: int, form: int) -> str:
         "stored += tl.inline_asm_elementwise(STORE_IF, '=r,r,r,r', [weights_at + col * 4, folded, "
         "(v == 0).to(tl.int32)], dtype=tl.int32, is_pure=True, pack=1)",
     ]
-    if PACKAGE_FORMS[form]["vector_query"]:
+    if vector:
         # Every step's loads first (named per step), then each step's operand words and weight.
         steps = range(n // 32)
         loads = [re.sub(r"\b(unit|col|head|ok|r64|at|v[0-3]|qexp|weight)\b", rf"\g<1>_{q}", line).replace(
             "{step}", str(q)) for q in steps for line in VECTOR_QUERY]
         uses = [re.sub(r"\b(col|ok|v[0-3]|qexp|weight)\b", rf"\g<1>_{q}", line).replace("N32", str(n * 32))
                 for q in steps for line in VECTOR_QUERY_USE]
-        query_block = block(loads + uses, 4)
-    else:
-        query_block = (f"    for group in range({n // 8 // QUERY_UNROLL}):\n"
-                       f"        for step in tl.static_range({QUERY_UNROLL}):\n"
-                       f"            q = group * {QUERY_UNROLL} + step\n" + block(query, 12))
+        return loads + uses
+    return ([f"for group in range({n // 8 // QUERY_UNROLL}):", f"    for step in tl.static_range({QUERY_UNROLL}):",
+                 f"        q = group * {QUERY_UNROLL} + step"] + ["        " + line for line in query])
+
+
+def request_source(rows: int, form: int) -> str:
+    """``wgmma_rows{rows}_form{form}``: the hot pass (MODE 1) of one row block of one request over
+    pages [page_begin, page_end) at 64 heads (score_kernel.score_request's arguments): the query
+    operand and the folded head weights built into shared memory (queries that do not fold mark
+    the program), then the key loop. Returns ``fewest`` updated: below 0 where a key or the query
+    does not fold, as the package's hot pass."""
+    n = 64 * rows
+    halves, shared_weights = PACKAGE_FORMS[form]["halves"], PACKAGE_FORMS[form]["shared_weights"]
+    query_block = block(query_prologue(n, PACKAGE_FORMS[form]["vector_query"]), 4)
     rr = "tl.arange(0, ROWS)"
     rows_lines = [f"limit{r} = tl.where({r} < rows_here, tl.minimum(tl.sum(tl.where({rr} == {r}, row_ends, 0), "
                   f"axis=0), page_end * 64), 0)" for r in range(rows)]
