@@ -18,7 +18,12 @@
 # against the default hot pass (`score_ab.py`; their logits differ from it in the float32 sums'
 # order, so "DIFFERS" is expected there; the tests check them against float64; for a short call, K
 # and SHAPES narrow what runs and TEST_S and AB_S set the time limits); `wgprobe` the package's wgmma form beside the prototype under ncu,
-# and form 1 capped to 3 programs per SM at 2 rows (about 400 s cold).
+# and form 1 capped to 3 programs per SM at 2 rows (about 400 s cold); `wgvec` wgmma forms 3 and 4
+# (the query prologue in 16-byte loads): their GPU tests, the four forms timed against the default
+# hot pass at next_n=4 and 2, with BASE=FILE that score_kernel.py copy against the package's at
+# next_n=4 (e.g. stop 51's, before the schedule read row ends four at a time), then ncu's
+# source-level sampling of form 3 at next_n=4 ($OUT/wgvec_source.csv.gz: stalls per SASS line;
+# about 450 s cold).
 # Logs go to $OUT.
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp}
@@ -88,6 +93,29 @@ wgprobe)
   PYTHONPATH=$PWD/..:$PWD timeout 100 python3 score_ab.py --shapes 64x32768x4 --rounds 2 shipped shipped:wgmma=1 \
     shipped:wgmma=2 > "$OUT/wgprobe_ab4.log" 2>&1 || echo "score_ab 4 rows: rc $?"
   cat "$OUT/ncu_wgmma.log"; grep -h "^| [0-9]" "$OUT"/wgprobe_ab*.log
+  ;;
+wgvec)
+  BASE=${BASE:+$(realpath "$BASE")}
+  timeout 110 python3 -m pytest -q -p no:cacheprovider -rfE tests/test_wgmma.py -m gpu -k "form3 or form4" \
+    > "$OUT/wgvec_tests.log" 2>&1
+  [ $? = 124 ] && echo "CUT OFF after 110 s: the GPU tests of forms 3 and 4 did not finish"
+  tail -1 "$OUT/wgvec_tests.log"; grep -E "^(FAILED|ERROR)" "$OUT/wgvec_tests.log" | head
+  cd benchmarks
+  PYTHONPATH=$PWD/..:$PWD timeout 200 python3 score_ab.py --shapes 64x32768x4,64x32768x2 --rounds 2 shipped \
+    shipped:wgmma=1 shipped:wgmma=2 shipped:wgmma=3 shipped:wgmma=4 > "$OUT/wgvec_ab.log" 2>&1 || echo "score_ab: rc $?"
+  grep -h "^| [0-9]" "$OUT/wgvec_ab.log" | awk '!seen[$0]++'
+  if [ -n "$BASE" ]; then
+    PYTHONPATH=$PWD/..:$PWD timeout 70 python3 score_ab.py --shapes 64x32768x4 --rounds 2 shipped "$BASE" \
+      > "$OUT/wgvec_base.log" 2>&1 || echo "score_ab BASE: rc $?"
+    grep -h "DIFFERS\|^| [0-9]" "$OUT/wgvec_base.log" | awk '!seen[$0]++'
+  fi
+  cd ..
+  NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | sort -V | tail -1)
+  timeout 90 "$NCU" --clock-control none -k score_paged_kernel -c 1 --section SourceCounters --section WarpStateStats \
+    -o "$OUT/wgvec" -f python3 benchmarks/profile_score.py 4 wgmma=3 > "$OUT/wgvec_ncu.log" 2>&1 || echo "ncu: rc $?"
+  [ -f "$OUT/wgvec.ncu-rep" ] && timeout 30 "$NCU" --import "$OUT/wgvec.ncu-rep" --page source --csv --print-source sass \
+    2>&1 | gzip > "$OUT/wgvec_source.csv.gz"
+  tail -2 "$OUT/wgvec_ncu.log"
   ;;
 cuts)
   python3 benchmarks/cut_parts.py /tmp/cuts > /dev/null || exit 1
