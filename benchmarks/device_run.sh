@@ -22,8 +22,8 @@
 # (the query prologue in 16-byte loads): their GPU tests, the four forms timed against the default
 # hot pass at next_n=4 and 2, with BASE=FILE that score_kernel.py copy against the package's at
 # next_n=4 (e.g. stop 51's, before the schedule read row ends four at a time), then ncu's
-# source-level sampling of form 3 at next_n=4 ($OUT/wgvec_source.csv.gz: stalls per SASS line;
-# about 450 s cold).
+# source-level sampling of form 3 at next_n=4 ($OUT/wgvec_source.csv.gz: stalls per SASS line,
+# summed by part with benchmarks/ncu_source_summary.py; about 450 s cold).
 # Logs go to $OUT.
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp}
@@ -116,6 +116,7 @@ wgvec)
   [ -f "$OUT/wgvec.ncu-rep" ] && timeout 30 "$NCU" --import "$OUT/wgvec.ncu-rep" --page source --csv --print-source sass \
     2>&1 | gzip > "$OUT/wgvec_source.csv.gz"
   tail -2 "$OUT/wgvec_ncu.log"
+  [ -f "$OUT/wgvec_source.csv.gz" ] && python3 benchmarks/ncu_source_summary.py "$OUT/wgvec_source.csv.gz" | head -20
   ;;
 cuts)
   python3 benchmarks/cut_parts.py /tmp/cuts > /dev/null || exit 1

@@ -1,0 +1,79 @@
+"""Where a kernel's warps stall, by part, from ncu's source page of one launch:
+
+    ncu ... --section SourceCounters --section WarpStateStats -o REPORT python3 ...
+    ncu --import REPORT.ncu-rep --page source --csv --print-source sass | gzip > source.csv.gz
+    python benchmarks/ncu_source_summary.py source.csv.gz
+
+(`benchmarks/device_run.sh wgvec` writes such a file.) Each SASS line's stall samples are summed
+over the kernel's parts: the innermost loop holding a GMMA (the tile loop), the other loops, and
+the straight code outside loops; then the lines with the most samples. The columns are found by
+name (ncu's names vary between versions: the address, the SASS text, and the warp-stall
+sampling columns, all samples and not-issued samples)."""
+
+import csv
+import gzip
+import io
+import re
+import sys
+
+
+def read_rows(path):
+    raw = gzip.open(path, "rt") if path.endswith(".gz") else open(path)
+    lines = raw.read().splitlines()
+    # ncu may print lines before the table; the header is the first line that names an address.
+    start = next(i for i, line in enumerate(lines) if "Address" in line and "Source" in line)
+    return list(csv.DictReader(io.StringIO("\n".join(lines[start:]))))
+
+
+def column(row, *words):
+    for name in row:
+        if all(w.lower() in name.lower() for w in words):
+            return name
+    return None
+
+
+def number(text):
+    try:
+        return float(str(text).replace(",", ""))
+    except ValueError:
+        return 0.0
+
+
+def summary(rows):
+    address, source = column(rows[0], "address"), column(rows[0], "source")
+    every = column(rows[0], "stall sampling", "all") or column(rows[0], "sampling")
+    idle = column(rows[0], "stall sampling", "not")
+    if not (address and source and every):
+        raise SystemExit(f"columns not found in {list(rows[0])}")
+    code = [(int(str(r[address]), 16), r[source], number(r[every]), number(r[idle]) if idle else 0.0) for r in rows
+            if re.fullmatch(r"(0x)?[0-9a-fA-F]+", str(r[address]).strip())]
+    loops = []
+    for at, text, _, _ in code:
+        target = re.search(r"BRA (?:\S+, )?(0x[0-9a-f]+)", text)
+        if target and int(target.group(1), 16) < at:
+            loops.append((int(target.group(1), 16), at))
+    dot_loops = [(lo, hi) for lo, hi in loops if any("GMMA" in t for a, t, _, _ in code if lo <= a <= hi)]
+    tile = min(dot_loops, key=lambda span: span[1] - span[0]) if dot_loops else None
+    parts = {"tile loop": [0.0, 0.0, 0], "other loops": [0.0, 0.0, 0], "outside loops": [0.0, 0.0, 0]}
+    for at, _, samples, not_issued in code:
+        if tile and tile[0] <= at <= tile[1]:
+            part = "tile loop"
+        elif any(lo <= at <= hi for lo, hi in loops):
+            part = "other loops"
+        else:
+            part = "outside loops"
+        parts[part][0] += samples
+        parts[part][1] += not_issued
+        parts[part][2] += 1
+    total = sum(p[0] for p in parts.values()) or 1.0
+    print("| part | SASS lines | stall samples | share | not-issued samples |")
+    print("| --- | --- | --- | --- | --- |")
+    for name, (samples, not_issued, count) in parts.items():
+        print(f"| {name} | {count} | {samples:.0f} | {100 * samples / total:.1f} % | {not_issued:.0f} |")
+    print(f"\ntile loop: {tile and f'{tile[0]:#x}-{tile[1]:#x}'}; the 25 lines with the most samples:")
+    for at, text, samples, _ in sorted(code, key=lambda c: -c[2])[:25]:
+        print(f"{at:#07x} {samples:8.0f}  {text.strip()[:90]}")
+
+
+if __name__ == "__main__":
+    summary(read_rows(sys.argv[1]))
