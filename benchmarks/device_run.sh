@@ -19,11 +19,11 @@
 # order, so "DIFFERS" is expected there; the tests check them against float64; for a short call, K
 # and SHAPES narrow what runs and TEST_S and AB_S set the time limits); `wgprobe` the package's wgmma form beside the prototype under ncu,
 # and form 1 capped to 3 programs per SM at 2 rows (about 400 s cold); `wgvec` wgmma forms 3 and 4
-# (the query prologue in 16-byte loads): their GPU tests, the four forms timed against the default
+# (the query prologue in 16-byte loads): the GPU tests of all four forms, the four forms timed against the default
 # hot pass at next_n=4 and 2, with BASE=FILE that score_kernel.py copy against the package's at
-# next_n=4 (e.g. stop 51's, before the schedule read row ends four at a time), then ncu's
+# next_n=2 and 4 (e.g. stop 51's, before the schedule read row ends four at a time), then ncu's
 # source-level sampling of form 3 at next_n=4 ($OUT/wgvec_source.csv.gz: stalls per SASS line,
-# summed by part with benchmarks/ncu_source_summary.py; about 450 s cold).
+# summed by part with benchmarks/ncu_source_summary.py; about 500 s cold, its limits add to 560).
 # Logs go to $OUT.
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp}
@@ -58,7 +58,7 @@ outliers)
       shipped ${BASE:+"$BASE"} > "$OUT/outliers_$o.log" 2>&1 || echo "outliers $o: rc $?"
   done
   grep -h "DIFFERS" "$OUT"/outliers_*.log
-  grep -h "^| [0-9]" "$OUT"/outliers_*.log
+  grep -h "^| [0-9]" "$OUT"/outliers_*.log | awk '!seen[$0]++'
   ;;
 wgmma)
   timeout 200 python3 benchmarks/asm_wgmma.py > "$OUT/asm_wgmma.log" 2>&1 || echo "asm_wgmma: rc $?"
@@ -78,7 +78,7 @@ hotwg)
   cd benchmarks
   PYTHONPATH=$PWD/..:$PWD timeout "${AB_S:-240}" python3 score_ab.py --shapes ${SHAPES:-64x32768x2,64x32768x4,16x131072x2} \
     --rounds 2 shipped shipped:wgmma=1 shipped:wgmma=2 > "$OUT/wgmma_ab.log" 2>&1 || echo "score_ab: rc $?"
-  grep -h "^| [0-9]" "$OUT/wgmma_ab.log"
+  grep -h "^| [0-9]" "$OUT/wgmma_ab.log" | awk '!seen[$0]++'
   ;;
 wgprobe)
   # Why the package's wgmma form lags the prototype whose loop it shares (docs/benchmarks.md, stop
@@ -92,31 +92,32 @@ wgprobe)
     || echo "score_ab 2 rows: rc $?"
   PYTHONPATH=$PWD/..:$PWD timeout 100 python3 score_ab.py --shapes 64x32768x4 --rounds 2 shipped shipped:wgmma=1 \
     shipped:wgmma=2 > "$OUT/wgprobe_ab4.log" 2>&1 || echo "score_ab 4 rows: rc $?"
-  cat "$OUT/ncu_wgmma.log"; grep -h "^| [0-9]" "$OUT"/wgprobe_ab*.log
+  cat "$OUT/ncu_wgmma.log"; grep -h "^| [0-9]" "$OUT"/wgprobe_ab*.log | awk '!seen[$0]++'
   ;;
 wgvec)
   BASE=${BASE:+$(realpath "$BASE")}
-  timeout 110 python3 -m pytest -q -p no:cacheprovider -rfE tests/test_wgmma.py -m gpu -k "form3 or form4" \
-    > "$OUT/wgvec_tests.log" 2>&1
-  [ $? = 124 ] && echo "CUT OFF after 110 s: the GPU tests of forms 3 and 4 did not finish"
+  # All four forms: forms 1 and 2's prologue in unrolled groups (stop 51) has not run on a GPU either.
+  timeout 160 python3 -m pytest -q -p no:cacheprovider -rfE tests/test_wgmma.py -m gpu > "$OUT/wgvec_tests.log" 2>&1
+  [ $? = 124 ] && echo "CUT OFF after 160 s: the wgmma GPU tests did not finish"
   tail -1 "$OUT/wgvec_tests.log"; grep -E "^(FAILED|ERROR)" "$OUT/wgvec_tests.log" | head
   cd benchmarks
   PYTHONPATH=$PWD/..:$PWD timeout 200 python3 score_ab.py --shapes 64x32768x4,64x32768x2 --rounds 2 shipped \
     shipped:wgmma=1 shipped:wgmma=2 shipped:wgmma=3 shipped:wgmma=4 > "$OUT/wgvec_ab.log" 2>&1 || echo "score_ab: rc $?"
   grep -h "^| [0-9]" "$OUT/wgvec_ab.log" | awk '!seen[$0]++'
   if [ -n "$BASE" ]; then
-    PYTHONPATH=$PWD/..:$PWD timeout 70 python3 score_ab.py --shapes 64x32768x4 --rounds 2 shipped "$BASE" \
+    PYTHONPATH=$PWD/..:$PWD timeout 80 python3 score_ab.py --shapes 64x32768x2,64x32768x4 --rounds 2 shipped "$BASE" \
       > "$OUT/wgvec_base.log" 2>&1 || echo "score_ab BASE: rc $?"
     grep -h "DIFFERS\|^| [0-9]" "$OUT/wgvec_base.log" | awk '!seen[$0]++'
   fi
   cd ..
   NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | sort -V | tail -1)
+  [ -x "$NCU" ] || { echo "no ncu found"; exit 1; }
   timeout 90 "$NCU" --clock-control none -k score_paged_kernel -c 1 --section SourceCounters --section WarpStateStats \
     -o "$OUT/wgvec" -f python3 benchmarks/profile_score.py 4 wgmma=3 > "$OUT/wgvec_ncu.log" 2>&1 || echo "ncu: rc $?"
   [ -f "$OUT/wgvec.ncu-rep" ] && timeout 30 "$NCU" --import "$OUT/wgvec.ncu-rep" --page source --csv --print-source sass \
     2>&1 | gzip > "$OUT/wgvec_source.csv.gz"
   tail -2 "$OUT/wgvec_ncu.log"
-  [ -f "$OUT/wgvec_source.csv.gz" ] && python3 benchmarks/ncu_source_summary.py "$OUT/wgvec_source.csv.gz" | head -20
+  [ -f "$OUT/wgvec_source.csv.gz" ] && python3 benchmarks/ncu_source_summary.py "$OUT/wgvec_source.csv.gz"
   ;;
 cuts)
   python3 benchmarks/cut_parts.py /tmp/cuts > /dev/null || exit 1
@@ -126,6 +127,6 @@ cuts)
     > "$OUT/cuts.log" 2>&1 || echo "cuts: rc $?"
   # A cut whose logits match the shipped kernel's did not take.
   grep "cut_.*bit-identical" "$OUT/cuts.log" | sed 's/^/CUT NOT APPLIED: /'
-  grep -h "^| [0-9]" "$OUT/cuts.log"
+  grep -h "^| [0-9]" "$OUT/cuts.log" | awk '!seen[$0]++'
   ;;
 esac

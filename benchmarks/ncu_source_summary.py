@@ -21,15 +21,26 @@ def read_rows(path):
     raw = gzip.open(path, "rt") if path.endswith(".gz") else open(path)
     lines = raw.read().splitlines()
     # ncu may print lines before the table; the header is the first line that names an address.
-    start = next(i for i, line in enumerate(lines) if "Address" in line and "Source" in line)
+    start = next((i for i, line in enumerate(lines) if "Address" in line and "Source" in line), None)
+    if start is None:
+        raise SystemExit(f"{path}: no source table (no header naming Address and Source); it begins:\n"
+                         + "\n".join(lines[:5]))
     return list(csv.DictReader(io.StringIO("\n".join(lines[start:]))))
 
 
-def column(row, *words):
+def column(row, *words, without=()):
     for name in row:
-        if all(w.lower() in name.lower() for w in words):
+        if all(w.lower() in name.lower() for w in words) and not any(w.lower() in name.lower() for w in without):
             return name
     return None
+
+
+def line_samples(row, every, stall_columns):
+    """A line's stall samples: the all-samples column, or (ncu versions that list them by reason
+    only) the sum of the per-reason columns."""
+    if every:
+        return number(row[every])
+    return sum(number(row[name]) for name in stall_columns)
 
 
 def number(text):
@@ -41,19 +52,25 @@ def number(text):
 
 def summary(rows):
     address, source = column(rows[0], "address"), column(rows[0], "source")
-    every = column(rows[0], "stall sampling", "all") or column(rows[0], "sampling")
+    every = column(rows[0], "stall sampling", "(all")
     idle = column(rows[0], "stall sampling", "not")
-    if not (address and source and every):
+    reasons = [name for name in rows[0] if name.lower().startswith("stall_") and "not" not in name.lower()]
+    if not (address and source and (every or reasons)):
         raise SystemExit(f"columns not found in {list(rows[0])}")
-    code = [(int(str(r[address]), 16), r[source], number(r[every]), number(r[idle]) if idle else 0.0) for r in rows
-            if re.fullmatch(r"(0x)?[0-9a-fA-F]+", str(r[address]).strip())]
+    code = [(int(str(r[address]), 16), r[source], line_samples(r, every, reasons), number(r[idle]) if idle else 0.0)
+            for r in rows if re.fullmatch(r"(0x)?[0-9a-fA-F]+", str(r[address]).strip())]
+    # A loop: a branch back to a listed address (a target in another form, relative or absolute
+    # where the addresses are not, is not taken as one).
+    listed = {at for at, _, _, _ in code}
     loops = []
     for at, text, _, _ in code:
         target = re.search(r"BRA (?:\S+, )?(0x[0-9a-f]+)", text)
-        if target and int(target.group(1), 16) < at:
+        if target and int(target.group(1), 16) < at and int(target.group(1), 16) in listed:
             loops.append((int(target.group(1), 16), at))
     dot_loops = [(lo, hi) for lo, hi in loops if any("GMMA" in t for a, t, _, _ in code if lo <= a <= hi)]
     tile = min(dot_loops, key=lambda span: span[1] - span[0]) if dot_loops else None
+    if tile is None:
+        print(f"warning: no loop holding a GMMA found ({len(loops)} loops): the tile loop's share is 0")
     parts = {"tile loop": [0.0, 0.0, 0], "other loops": [0.0, 0.0, 0], "outside loops": [0.0, 0.0, 0]}
     for at, _, samples, not_issued in code:
         if tile and tile[0] <= at <= tile[1]:

@@ -45,10 +45,7 @@ def test_step_calls_time_the_step_and_its_own_ops():
     assert torch.equal(values, alone_values) and torch.equal(indices, alone_indices)
 
 
-def test_ncu_source_summary_sums_samples_by_part(tmp_path, capsys):
-    """``benchmarks/ncu_source_summary.py`` on a small source page (lines before the table, a
-    loop holding a GMMA inside an outer loop): each part's samples are the sums of its lines."""
-    import gzip
+def _ncu_source_summary():
     import importlib.util
     import os
 
@@ -56,18 +53,35 @@ def test_ncu_source_summary_sums_samples_by_part(tmp_path, capsys):
     spec = importlib.util.spec_from_file_location("ncu_source_summary", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("by_reason", [False, True])
+def test_ncu_source_summary_sums_samples_by_part(tmp_path, capsys, by_reason):
+    """``benchmarks/ncu_source_summary.py`` on a small source page (lines before the table, a
+    loop holding a GMMA inside an outer loop, a branch to an address not listed): each part's
+    samples are the sums of its lines, from the all-samples column or (ncu versions that list
+    stalls by reason only) the sum of the reasons'."""
+    import gzip
+
+    module = _ncu_source_summary()
     code = [("0x0000", "MOV R1, c[0x0][0x28]", 5, 1), ("0x0010", "LDG.E R2, desc[UR4][R2.64]", 7, 3),
             ("0x0020", "IGMMA.64x128x32.S8.S8 gsb0", 11, 2), ("0x0030", "@P0 BRA 0x20", 13, 4),
             ("0x0040", "SHFL.BFLY PT, R3, R2, 0x1, 0x1f", 17, 5), ("0x0050", "@!P1 BRA 0x10", 19, 6),
-            ("0x0060", "EXIT", 23, 7)]
+            ("0x0060", "@P2 BRA 0x8", 23, 7)]
     csv_path = tmp_path / "source.csv.gz"
     with gzip.open(csv_path, "wt") as f:
-        f.write("==PROF== Connected\n\"Address\",\"Source\",\"Warp Stall Sampling (All Samples)\","
-                "\"Warp Stall Sampling (Not-issued Samples)\"\n")
-        f.writelines(f'"{a}","{t}","{s}","{n}"\n' for a, t, s, n in code)
+        if by_reason:  # the samples split over two reasons; a not-issued reason column is left out
+            f.write('"Address","Source","stall_long_sb","stall_wait","stall_wait (Not Issued)"\n')
+            f.writelines(f'"{a}","{t}","{s - 1}","1","{n}"\n' for a, t, s, n in code)
+        else:
+            f.write("==PROF== Connected\n\"Address\",\"Source\",\"Warp Stall Sampling (All Samples)\","
+                    "\"Warp Stall Sampling (Not-issued Samples)\"\n")
+            f.writelines(f'"{a}","{t}","{s}","{n}"\n' for a, t, s, n in code)
     module.summary(module.read_rows(str(csv_path)))
     out = capsys.readouterr().out
-    assert "| tile loop | 2 | 24 | 25.3 % | 6 |" in out  # 0x20-0x30
-    assert "| other loops | 3 | 43 | 45.3 % | 14 |" in out  # 0x10, 0x40, 0x50
-    assert "| outside loops | 2 | 28 | 29.5 % | 8 |" in out
+    idle = (lambda n: 0) if by_reason else (lambda n: n)
+    assert f"| tile loop | 2 | 24 | 25.3 % | {idle(6)} |" in out  # 0x20-0x30
+    assert f"| other loops | 3 | 43 | 45.3 % | {idle(14)} |" in out  # 0x10, 0x40, 0x50
+    assert f"| outside loops | 2 | 28 | 29.5 % | {idle(8)} |" in out  # 0x8 is not a listed address
     assert "tile loop: 0x20-0x30" in out

@@ -322,7 +322,7 @@ QUERY_UNROLL = 4
 # largest scale is 2 shuffles), so a request's operand is n / 32 steps (8 at 4 rows), all
 # unrolled, every step's loads written before any use. ptxas still issues them in waves (the
 # scale bytes and their shuffles first; at 4 rows the payload in 4 waves, reusing registers):
-# about 2 waits for memory per request at 2 rows and 5 at 4 rows, where the word-per-step
+# 2-4 waits for memory per request at 2 rows and about 5 at 4 rows, where the word-per-step
 # prologue (forms 1 and 2) takes about 12 and 24 (sm_90 SASS; docs/benchmarks.md, stop 52).
 # Compiled only: not yet run on a GPU.
 VECTOR_QUERY = [
