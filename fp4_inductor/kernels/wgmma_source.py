@@ -339,27 +339,39 @@ VECTOR_QUERY = [
     "weight = tl.load(weights_ptr + r64 * weights_stride + head * weights_head_stride, mask=ok & (t == 0), "
     "other=0.0)",
 ]
-VECTOR_QUERY_USE = [
-    "qmax = tl.inline_asm_elementwise(QMAX4, '=r,r', [qexp], dtype=tl.int32, is_pure=True, pack=1)",
-    "shift = 3 - (qmax - qexp)",
-    "query_fold = tl.minimum(query_fold, shift)",
-    "lo, hi = tl.inline_asm_elementwise(TABLES, '=r,=r,r', [shift], dtype=(tl.int32, tl.int32), is_pure=True, "
-    "pack=1)",
-] + [line for s in range(4) for line in (
-    f"p0, p1 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [tl.where(ok, v{s}, 0), lo, hi], "
-    "dtype=(tl.int32, tl.int32), is_pure=True, pack=1)",
-    f"q_at = queries + {s} * N32 + col // 8 * 256 + col % 8 * 16 + t * 4",
-    "stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at, p0], dtype=tl.int32, is_pure=True, pack=1)",
-    "stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at + 128, p1], dtype=tl.int32, is_pure=True, pack=1)",
-)] + [
-    "folded = tl.where(ok, weight * power_of_two(qmax, 0.0625), 0.0).to(tl.int32, bitcast=True)",
-    "stored += tl.inline_asm_elementwise(STORE_IF, '=r,r,r,r', [weights_at + col * 4, folded, "
-    "(t == 0).to(tl.int32)], dtype=tl.int32, is_pure=True, pack=1)",
-]
+
 
 
 def block(lines: list[str], spaces: int) -> str:
     return "\n".join(" " * spaces + line for line in lines)
+
+
+def operand_lines(qmax: str, words: list[tuple[str, str]], weight_load: list[str], writer: str) -> list[str]:
+    """What both query prologues do with a step's loads: the column's largest scale (the ``qmax``
+    asm's shuffles), the group's fold, each (payload word, shared address) built and stored, the
+    folded head weight (``weight_load`` first: the lines that load it, if not loaded yet) stored by
+    the thread where ``writer`` holds."""
+    lines = [
+        f"qmax = tl.inline_asm_elementwise({qmax}, '=r,r', [qexp], dtype=tl.int32, is_pure=True, pack=1)",
+        "shift = 3 - (qmax - qexp)",
+        "query_fold = tl.minimum(query_fold, shift)",
+        "lo, hi = tl.inline_asm_elementwise(TABLES, '=r,=r,r', [shift], dtype=(tl.int32, tl.int32), is_pure=True, "
+        "pack=1)",
+    ]
+    for word, at in words:
+        lines += [
+            f"p0, p1 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [{word}, lo, hi], dtype=(tl.int32, tl.int32), "
+            "is_pure=True, pack=1)",
+            f"q_at = {at}",
+            "stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at, p0], dtype=tl.int32, is_pure=True, pack=1)",
+            "stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at + 128, p1], dtype=tl.int32, is_pure=True, "
+            "pack=1)",
+        ]
+    return lines + weight_load + [
+        "folded = tl.where(ok, weight * power_of_two(qmax, 0.0625), 0.0).to(tl.int32, bitcast=True)",
+        "stored += tl.inline_asm_elementwise(STORE_IF, '=r,r,r,r', [weights_at + col * 4, folded, "
+        f"({writer}).to(tl.int32)], dtype=tl.int32, is_pure=True, pack=1)",
+    ]
 
 
 def query_prologue(n: int, vector: bool) -> list[str]:
@@ -369,6 +381,16 @@ def query_prologue(n: int, vector: bool) -> list[str]:
     (forms 1 and 2), or a group of a column per thread and step, every step's loads first
     (``vector``: forms 3 and 4). tests/test_wgmma.py runs both on stand-ins for their loads and
     asm and checks that they write the same bytes."""
+    if vector:
+        # Every step's loads first (named per step), then each step's operand words and weight.
+        steps = range(n // 32)
+        loads = [re.sub(r"\b(unit|col|head|ok|r64|at|v[0-3]|qexp|weight)\b", rf"\g<1>_{q}", line).replace(
+            "{step}", str(q)) for q in steps for line in VECTOR_QUERY]
+        # Word s of group t of column col: plane s, offset 4t (where the word prologue puts word 4t + s).
+        use = operand_lines("QMAX4", [(f"tl.where(ok, v{s}, 0)", f"queries + {s} * {n * 32} + col // 8 * 256 + "
+                                       "col % 8 * 16 + t * 4") for s in range(4)], [], "t == 0")
+        uses = [re.sub(r"\b(col|ok|v[0-3]|qexp|weight)\b", rf"\g<1>_{q}", line) for q in steps for line in use]
+        return loads + uses
     query = [
         "word = q * 128 + thread",
         "col = word // 16",
@@ -379,32 +401,13 @@ def query_prologue(n: int, vector: bool) -> list[str]:
         "qword = tl.load(words + (r64 * 64 + head) * 16 + v, mask=ok, other=0)",
         "qexp = tl.load(q_scales_ptr + r64 * 256 + (v // 4) * 64 + (head % 16) * 4 + head // 16, mask=ok, "
         "other=127).to(tl.int32)",
-        "qmax = tl.inline_asm_elementwise(QMAX, '=r,r', [qexp], dtype=tl.int32, is_pure=True, pack=1)",
-        "shift = 3 - (qmax - qexp)",
-        "query_fold = tl.minimum(query_fold, shift)",
-        "lo, hi = tl.inline_asm_elementwise(TABLES, '=r,=r,r', [shift], dtype=(tl.int32, tl.int32), is_pure=True, "
-        "pack=1)",
-        "p0, p1 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [qword, lo, hi], dtype=(tl.int32, tl.int32), "
-        "is_pure=True, pack=1)",
-        f"q_at = queries + (v % 4) * {n * 32} + col // 8 * 256 + col % 8 * 16 + (v // 4) * 4",
-        "stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at, p0], dtype=tl.int32, is_pure=True, pack=1)",
-        "stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at + 128, p1], dtype=tl.int32, is_pure=True, pack=1)",
-        "weight = tl.load(weights_ptr + r64 * weights_stride + head * weights_head_stride, mask=ok & (v == 0), "
-        "other=0.0)",
-        "folded = tl.where(ok, weight * power_of_two(qmax, 0.0625), 0.0).to(tl.int32, bitcast=True)",
-        "stored += tl.inline_asm_elementwise(STORE_IF, '=r,r,r,r', [weights_at + col * 4, folded, "
-        "(v == 0).to(tl.int32)], dtype=tl.int32, is_pure=True, pack=1)",
     ]
-    if vector:
-        # Every step's loads first (named per step), then each step's operand words and weight.
-        steps = range(n // 32)
-        loads = [re.sub(r"\b(unit|col|head|ok|r64|at|v[0-3]|qexp|weight)\b", rf"\g<1>_{q}", line).replace(
-            "{step}", str(q)) for q in steps for line in VECTOR_QUERY]
-        uses = [re.sub(r"\b(col|ok|v[0-3]|qexp|weight)\b", rf"\g<1>_{q}", line).replace("N32", str(n * 32))
-                for q in steps for line in VECTOR_QUERY_USE]
-        return loads + uses
+    query += operand_lines("QMAX", [("qword", f"queries + (v % 4) * {n * 32} + col // 8 * 256 + col % 8 * 16 + "
+                                              "(v // 4) * 4")],
+                           ["weight = tl.load(weights_ptr + r64 * weights_stride + head * weights_head_stride, "
+                            "mask=ok & (v == 0), other=0.0)"], "v == 0")
     return ([f"for group in range({n // 8 // QUERY_UNROLL}):", f"    for step in tl.static_range({QUERY_UNROLL}):",
-                 f"        q = group * {QUERY_UNROLL} + step"] + ["        " + line for line in query])
+             f"        q = group * {QUERY_UNROLL} + step"] + ["        " + line for line in query])
 
 
 def request_source(rows: int, form: int) -> str:
