@@ -40,6 +40,7 @@ from torch.fx.experimental.symbolic_shapes import guard_or_false
 
 from . import capability_major, cdiv, is_fake, next_power_of_2, rows_aligned, sm_count, wrapped
 from .score_kernel import SCHEDULE_CHUNK, score_paged_kernel
+from .wgmma_source import PACKAGE_FORMS
 
 
 def word_fed_pass(exact: str, query_float: bool) -> bool:
@@ -77,8 +78,8 @@ def dependent_launch(word_fed: bool, asm: bool, exact: str, out: torch.Tensor) -
 # runs 4-row blocks too, which the default launches never do (255 registers and 2176 bytes of
 # stack on Triton 3.6, against 176 at 2 rows).
 # Forms 3 and 4 (forms 1 and 2 with the query prologue in 16-byte loads) take the caps of 1 and 2.
-WGMMA_REGISTERS = {(128, 1): 208, (256, 1): 255, (128, 2): 128, (256, 2): 168,
-                   (128, 3): 208, (256, 3): 255, (128, 4): 128, (256, 4): 168}
+WGMMA_REGISTERS = {(128, 1): 208, (256, 1): 255, (128, 2): 128, (256, 2): 168}
+WGMMA_REGISTERS |= {(columns, form + 2): cap for (columns, form), cap in WGMMA_REGISTERS.items()}
 
 
 def launch_plan(word_fed: bool, columns: int, tuning: dict, wgmma: int = 0) -> tuple[int, int, int, bool, int, int]:
@@ -211,8 +212,9 @@ def check_wgmma(wgmma, word_fed: bool, gpu: bool, asm: bool, heads: int, device,
     cache rows, exact="fixup"), 64 heads, query payload rows 4-byte aligned (the hot pass loads
     them as words; 16-byte aligned in forms 3 and 4, which load 16 bytes at a time), a kernel
     that takes ``WGMMA`` (not a copy from before it)."""
-    if wgmma not in (1, 2, 3, 4):
-        raise ValueError(f"wgmma: expected 0, 1, 2, 3 or 4, got {wgmma!r}")
+    if wgmma not in PACKAGE_FORMS:
+        *most, last = ["0", *map(str, PACKAGE_FORMS)]
+        raise ValueError(f"wgmma: expected {', '.join(most)} or {last}, got {wgmma!r}")
     if not (gpu and torch.version.hip is None and capability_major(device) == 9):
         raise ValueError(f"wgmma: expected an sm_90 CUDA device, got {device}")
     if not (word_fed and asm):
@@ -220,7 +222,7 @@ def check_wgmma(wgmma, word_fed: bool, gpu: bool, asm: bool, heads: int, device,
                          f"pass with the PTX builder), got word_fed={word_fed}, asm={asm}")
     if heads != 64:
         raise ValueError(f"wgmma: expected 64 heads, got {heads}")
-    alignment = 16 if wgmma in (3, 4) else 4
+    alignment = 16 if PACKAGE_FORMS[wgmma]["vector_query"] else 4
     if not rows_aligned(q_payload, alignment):
         size = q_payload.element_size()
         address = "" if is_fake(q_payload) else f", an address {q_payload.data_ptr() % alignment} past a multiple"
