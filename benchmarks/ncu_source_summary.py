@@ -13,8 +13,12 @@ sampling columns, all samples and not-issued samples)."""
 import csv
 import gzip
 import io
+import os
 import re
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from fp4_inductor.kernels.sm90 import sass_loops  # noqa: E402
 
 
 def read_rows(path):
@@ -59,16 +63,7 @@ def summary(rows):
         raise SystemExit(f"columns not found in {list(rows[0])}")
     code = [(int(str(r[address]), 16), r[source], line_samples(r, every, reasons), number(r[idle]) if idle else 0.0)
             for r in rows if re.fullmatch(r"(0x)?[0-9a-fA-F]+", str(r[address]).strip())]
-    # A loop: a branch back to a listed address (a target in another form, relative or absolute
-    # where the addresses are not, is not taken as one).
-    listed = {at for at, _, _, _ in code}
-    loops = []
-    for at, text, _, _ in code:
-        target = re.search(r"BRA (?:\S+, )?(0x[0-9a-f]+)", text)
-        if target and int(target.group(1), 16) < at and int(target.group(1), 16) in listed:
-            loops.append((int(target.group(1), 16), at))
-    dot_loops = [(lo, hi) for lo, hi in loops if any("GMMA" in t for a, t, _, _ in code if lo <= a <= hi)]
-    tile = min(dot_loops, key=lambda span: span[1] - span[0]) if dot_loops else None
+    loops, tile = sass_loops([(at, text) for at, text, _, _ in code])
     if tile is None:
         print(f"warning: no loop holding a GMMA found ({len(loops)} loops): the tile loop's share is 0")
     parts = {"tile loop": [0.0, 0.0, 0], "other loops": [0.0, 0.0, 0], "outside loops": [0.0, 0.0, 0]}

@@ -56,20 +56,30 @@ def wgmma_order(cubin: bytes, counts: bool = False) -> str:
     return ", ".join(order)
 
 
-def dot_loop_spills(cubin: bytes) -> tuple[int, int]:
-    """(instructions, local-memory loads and stores) of the innermost loop that holds a GMMA (a
-    backward branch's span in the SASS): whether the tile loop spills, which a kernel's stack
-    size alone does not say (its prologue may hold the stack words). (0, 0) without such a loop."""
-    found = sass_instructions(dump_cubin(cubin))
-    best = (0, 0)
-    for address, text in found:
+def sass_loops(instructions: list[tuple[int, str]]) -> tuple[list[tuple[int, int]], tuple[int, int] | None]:
+    """(the loops, the innermost loop holding a GMMA or None) of (address, instruction) pairs: a
+    loop is the span (target, address) of a branch back to a listed address (a target in another
+    form, where the addresses are not the SASS's own, is not taken as one)."""
+    listed = {address for address, _ in instructions}
+    loops = []
+    for address, text in instructions:
         target = re.search(r"BRA (?:\S+, )?0x([0-9a-f]+)", text)
-        if not target or int(target.group(1), 16) >= address:
-            continue
-        body = [t for a, t in found if int(target.group(1), 16) <= a <= address]
-        if any("GMMA" in t for t in body) and (best == (0, 0) or len(body) < best[0]):
-            best = (len(body), sum(1 for t in body if re.search(r"\b(LDL|STL)\b", t)))
-    return best
+        if target and int(target.group(1), 16) < address and int(target.group(1), 16) in listed:
+            loops.append((int(target.group(1), 16), address))
+    dots = [(lo, hi) for lo, hi in loops if any("GMMA" in t for a, t in instructions if lo <= a <= hi)]
+    return loops, min(dots, key=lambda span: span[1] - span[0]) if dots else None
+
+
+def dot_loop_spills(cubin: bytes) -> tuple[int, int]:
+    """(instructions, local-memory loads and stores) of the innermost loop that holds a GMMA
+    (``sass_loops``): whether the tile loop spills, which a kernel's stack size alone does not
+    say (its prologue may hold the stack words). (0, 0) without such a loop."""
+    found = sass_instructions(dump_cubin(cubin))
+    _, tile = sass_loops(found)
+    if tile is None:
+        return 0, 0
+    body = [t for a, t in found if tile[0] <= a <= tile[1]]
+    return len(body), sum(1 for t in body if re.search(r"\b(LDL|STL)\b", t))
 
 
 def ptxas_verdict(ptx: str) -> tuple[str, list[str]]:
