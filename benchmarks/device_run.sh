@@ -110,8 +110,7 @@ wgvec)
     grep -h "DIFFERS\|^| [0-9]" "$OUT/wgvec_base.log" | awk '!seen[$0]++'
   fi
   cd ..
-  NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | sort -V | tail -1)
-  [ -x "$NCU" ] || { echo "no ncu found"; exit 1; }
+  source benchmarks/ncu_common.sh
   timeout 90 "$NCU" --clock-control none -k score_paged_kernel -c 1 --section SourceCounters --section WarpStateStats \
     -o "$OUT/wgvec" -f python3 benchmarks/profile_score.py 4 wgmma=3 > "$OUT/wgvec_ncu.log" 2>&1 || echo "ncu: rc $?"
   [ -f "$OUT/wgvec.ncu-rep" ] && timeout 30 "$NCU" --import "$OUT/wgvec.ncu-rep" --page source --csv --print-source sass \

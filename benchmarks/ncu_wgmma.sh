@@ -6,16 +6,13 @@
 # usage (repository root, PYTHONPATH=$PWD): bash benchmarks/ncu_wgmma.sh "CASE;CASE", a CASE being
 # "package NEXT_N TUNINGS" (e.g. "package 4 wgmma=1") or "proto ROWS,TILES,DEPTH,HALVES,SHARED".
 # A case that fails prints its exit status and the last lines ncu printed.
-NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | sort -V | tail -1)
-[ -x "$NCU" ] || { echo "no ncu found"; exit 1; }
-m=smsp__average_warps_issue_stalled
+source "$(dirname "$0")/ncu_common.sh"
 metrics="gpu__time_duration.sum,smsp__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active"
 metrics+=",launch__registers_per_thread,launch__grid_size,sm__warps_active.avg.pct_of_peak_sustained_active"
 metrics+=",dram__bytes_read.sum,lts__t_bytes.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"
 metrics+=",l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum"
-for s in long_scoreboard short_scoreboard barrier wait math_pipe_throttle mio_throttle lg_throttle not_selected membar; do
-  metrics+=",${m}_${s}_per_issue_active.ratio"
-done
+metrics+=,$(stall_metrics long_scoreboard short_scoreboard barrier wait math_pipe_throttle mio_throttle lg_throttle \
+  not_selected membar)
 IFS=';' read -ra cases <<< "$1"
 for c in "${cases[@]}"; do
   set -- $c
