@@ -85,3 +85,36 @@ def test_ncu_source_summary_sums_samples_by_part(tmp_path, capsys, by_reason):
     assert f"| other loops | 3 | 43 | 45.3 % | {idle(14)} |" in out  # 0x10, 0x40, 0x50
     assert f"| outside loops | 2 | 28 | 29.5 % | {idle(8)} |" in out  # 0x8 is not a listed address
     assert "tile loop: 0x20-0x30" in out
+
+
+@pytest.mark.parametrize("script, args, reasons", [
+    ("ncu_score.sh", ["2"], ["long_scoreboard", "branch_resolving"]),
+    ("ncu_wgmma.sh", ["package 4 wgmma=3"], ["long_scoreboard", "membar"]),
+])
+def test_ncu_scripts_pass_their_metrics(script, args, reasons, tmp_path):
+    """The ncu scripts run on the device machine only: here an ncu stand-in on PATH shows what they
+    pass it, and without one they say so and exit 1."""
+    import os
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    if shutil.which("bash") is None:
+        pytest.skip("no bash")
+    root = Path(__file__).resolve().parent.parent
+    fake = tmp_path / "ncu"
+    fake.write_text(f'#!/bin/sh\necho "$*" >> {tmp_path / "args"}\necho "    gpu__time_duration.sum us 1.0"\n')
+    fake.chmod(0o755)
+    env = dict(os.environ, PATH=f"{tmp_path}:{os.environ['PATH']}")
+    run = subprocess.run(["bash", str(root / "benchmarks" / script), *args], cwd=root, env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    metrics = (tmp_path / "args").read_text().split("--metrics ")[1].split()[0].split(",")
+    assert "gpu__time_duration.sum" in metrics
+    for reason in reasons:
+        assert f"smsp__average_warps_issue_stalled_{reason}_per_issue_active.ratio" in metrics
+    assert "" not in metrics
+    if shutil.which("ncu") is None and not list(Path("/opt/nvidia").glob("nsight-compute/*/ncu")):
+        bare = subprocess.run(["bash", str(root / "benchmarks" / script), *args], cwd=root, capture_output=True,
+                              text=True, timeout=60)
+        assert (bare.returncode, bare.stdout.strip()) == (1, "no ncu found")
