@@ -1,9 +1,9 @@
 """The scorer's hot pass on int8 wgmmas in inline PTX (``kernels/score_wgmma.py``, written by
 ``kernels/wgmma_source.py``; the launcher's ``wgmma`` tuning, off by default): the checked-in
 kernel is what its generator writes; compiled for sm_90 on any machine, no wgmma is serialized by
-ptxas, the waits are where the form puts them and the register caps hold with no spill in the
-tile loop (a few stack words outside it, in some forms); the
-launcher refuses what it cannot run; on an sm_90 GPU, its logits match float64 on ragged,
+ptxas, the tile loop's two half dots run one after the other and the register caps hold with no
+spill in the tile loop (a few stack words in the query prologue); the query prologue writes the
+operand and folded weights it should (run on numpy); the launcher refuses what it cannot run; on an sm_90 GPU, its logits match float64 on ragged,
 permuted batches, with keys and queries that do not fold (the exact pass after it), and nothing
 is written outside the valid region."""
 
@@ -42,13 +42,13 @@ import json
 from fp4_inductor.kernels import score
 from fp4_inductor.kernels.sm90 import compile_scorer, dot_loop_spills, dump_cubin, ptxas_verdict, wgmma_order
 out = {}
-for rows, form in ((2, 1), (2, 2), (4, 1), (4, 2), (2, 3), (2, 4), (4, 3), (4, 4)):
-    plan = score.launch_plan(True, rows * 64, {}, form)
-    hot = score.launch_forms("fixup", True, True, plan[0], plan[1], plan[3], plan[4], plan[5], form)[0]
-    cap = score.WGMMA_REGISTERS[rows * 64, form]
+for rows in (2, 4):
+    plan = score.launch_plan(True, rows * 64, {}, 1)
+    hot = score.launch_forms("fixup", True, True, plan[0], plan[1], plan[3], plan[4], plan[5], 1)[0]
+    cap = score.WGMMA_REGISTERS[rows * 64]
     kernel = compile_scorer(score.score_paged_kernel, rows, hot, maxnreg=cap)
     usage = dump_cubin(kernel.asm["cubin"], "resource-usage")
-    out[f"{rows},{form}"] = dict(plan=plan, hot=hot, cap=cap, warnings=ptxas_verdict(kernel.asm["ptx"])[1],
+    out[str(rows)] = dict(plan=plan, hot=hot, cap=cap, warnings=ptxas_verdict(kernel.asm["ptx"])[1],
                                  registers=int(usage.split("REG:")[1].split()[0]),
                                  stack=int(usage.split("STACK:")[1].split()[0]), order=wgmma_order(kernel.asm["cubin"]),
                                  loop=dot_loop_spills(kernel.asm["cubin"]))
@@ -58,30 +58,26 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def compiled():
-    """The wgmma hot pass of each (rows, form) as the launcher plans it, compiled for sm_90 in a
+    """The wgmma hot pass at 2 and 4 rows as the launcher plans it, compiled for sm_90 in a
     fresh process (the tests here may run Triton's interpreter, which cannot compile)."""
     return json.loads(run_sm90_script(_COMPILE))
 
 
-@pytest.mark.parametrize("rows, form", [(2, 1), (2, 2), (4, 1), (4, 2), (2, 3), (2, 4), (4, 3), (4, 4)])
-def test_the_hot_pass_compiles_for_sm90(compiled, rows, form):
-    got = compiled[f"{rows},{form}"]
-    assert got["hot"]["WGMMA"] == form and got["hot"]["WARPS"] == 4 and got["hot"]["TILE_PAGES"] == 1
+@pytest.mark.parametrize("rows", [2, 4])
+def test_the_hot_pass_compiles_for_sm90(compiled, rows):
+    got = compiled[str(rows)]
+    assert got["hot"]["WGMMA"] == 1 and got["hot"]["WARPS"] == 4 and got["hot"]["TILE_PAGES"] == 1
     # The programs per SM the launcher plans are what the compiled registers (allocated in steps
     # of 8) allow: a cap looser than the kernel needs would plan too few.
     assert got["plan"][2] == 65536 // (128 * -(-got["registers"] // 8) * 8)
     assert got["warnings"] == []  # no wgmma serialized by ptxas
-    # Form 1 at 256 columns spills at the largest cap; form 2 a word or two on Triton 3.7.1
-    # (score.WGMMA_REGISTERS); forms 3 and 4 a few words in their query prologue (Triton 3.6 and
-    # 3.7.1: 160 bytes in form 3 at 256 columns, 16-24 in form 4), none in the tile loop.
-    stack = {(4, 1): 128, (4, 3): 160}.get((rows, form), 8 if form == 2 else 24 if form == 4 else 0)
-    assert got["stack"] <= stack
+    # A few words of stack in the query prologue (Triton 3.6 and 3.7.1: 16-24 bytes)...
+    assert got["stack"] <= 24
     # ... and none of it in the tile loop (a few hundred instructions per 64-key tile).
     instructions, spills = got["loop"]
     assert 300 < instructions < 700 and spills == 0, got["loop"]
-    # The loop's two half dots: in flight together (forms 1 and 3), one after the other (2 and 4).
-    loop = "group, group, wait 0x1, wait 0x0" if form in (1, 3) else "group, wait 0x0, group, wait 0x0"
-    assert got["order"] == loop
+    # The loop's two half dots, one after the other.
+    assert got["order"] == "group, wait 0x0, group, wait 0x0"
 
 
 def test_the_launcher_refuses_what_it_cannot_run(gen):
@@ -92,7 +88,7 @@ def test_the_launcher_refuses_what_it_cannot_run(gen):
     out = torch.full((case["q"].shape[0], case["block_table"].shape[1] * 64), float("nan"))
     args = (out, *query, case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"],
             case["max_query_len"])
-    with pytest.raises(ValueError, match="wgmma: expected 0, 1, 2, 3 or 4, got 5"):
+    with pytest.raises(ValueError, match="wgmma: expected 0 or 1, got 5"):
         launch_score_paged(*args, wgmma=5)
     with pytest.raises(ValueError, match="wgmma: expected an sm_90 CUDA device, got cpu"):
         launch_score_paged(*args, wgmma=1)
@@ -108,21 +104,19 @@ def test_the_wgmma_conditions(monkeypatch):
     monkeypatch.setattr(score.torch.version, "hip", None)
     payload = torch.zeros(3, 64, 64, dtype=torch.uint8)
     kernel = score.score_paged_kernel
-    score.check_wgmma(2, True, True, True, 64, "cuda:0", payload, kernel)  # all met
+    score.check_wgmma(1, True, True, True, 64, "cuda:0", payload, kernel)  # all met
+    score.check_wgmma(True, True, True, True, 64, "cuda:0", payload, kernel)
+    for bad in (2, 4, "1", 1.0):
+        with pytest.raises(ValueError, match=f"wgmma: expected 0 or 1, got {bad!r}"):
+            score.check_wgmma(bad, True, True, True, 64, "cuda:0", payload, kernel)
     with pytest.raises(ValueError, match="word_fed=False, asm=True"):
         score.check_wgmma(1, False, True, True, 64, "cuda:0", payload, kernel)
     with pytest.raises(ValueError, match="expected 64 heads, got 32"):
         score.check_wgmma(1, True, True, True, 32, "cuda:0", payload, kernel)
-    with pytest.raises(ValueError, match=r"4-byte aligned \(form 1\), got a storage offset of 2 bytes"):
-        score.check_wgmma(1, True, True, True, 64, "cuda:0", payload.flatten()[2:].unflatten(0, (1, -1))[:, :64 * 64]
-                          .view(1, 64, 64), kernel)
-    # Forms 3 and 4 load the payload 16 bytes at a time: a row at a 4-byte offset is refused there.
+    # The query prologue loads the payload 16 bytes at a time: a row at a 4-byte offset is refused.
     shifted = payload.flatten()[4:].unflatten(0, (1, -1))[:, :64 * 64].view(1, 64, 64)
-    score.check_wgmma(1, True, True, True, 64, "cuda:0", shifted, kernel)
-    for form in (3, 4):
-        score.check_wgmma(form, True, True, True, 64, "cuda:0", payload, kernel)  # aligned: taken
-        with pytest.raises(ValueError, match=rf"16-byte aligned \(form {form}\), got a storage offset of 4 bytes"):
-            score.check_wgmma(form, True, True, True, 64, "cuda:0", shifted, kernel)
+    with pytest.raises(ValueError, match=r"16-byte aligned, got a storage offset of 4 bytes, a row stride of 4096"):
+        score.check_wgmma(1, True, True, True, 64, "cuda:0", shifted, kernel)
     old = type("OldKernel", (), {"arg_names": [n for n in kernel.arg_names if n != "WGMMA"]})()
     with pytest.raises(ValueError, match="expected a kernel that takes WGMMA"):
         score.check_wgmma(1, True, True, True, 64, "cuda:0", payload, old)
@@ -170,12 +164,11 @@ def assert_matches_float64(out, query, case):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.version.hip is not None
                     or torch.cuda.get_device_capability()[0] != 9, reason="needs an sm_90 NVIDIA GPU")
-@pytest.mark.parametrize("form", [1, 2, 3, 4], ids=lambda form: f"form{form}")
 @pytest.mark.parametrize("query_lens, seq_lens", [([2, 2, 1, 2], [4096, 333, 1500, 64]),
                                                   ([4, 3, 1], [2100, 4096, 700]),
                                                   ([8, 5, 1], [1200, 4096, 90])])
 @pytest.mark.parametrize("programs", [None, 1, 3, 7])
-def test_logits_match_float64_on_the_gpu(gen, form, query_lens, seq_lens, programs):
+def test_logits_match_float64_on_the_gpu(gen, query_lens, seq_lens, programs):
     """Ragged verify rows (blocks of 2 or 4 rows, some short; 8 rows in two blocks), permuted
     merged pages, keys whose group scales do not fold in a few pages (the exact pass rewrites
     them) and a query head that does not fold in the first request; on the launcher's programs
@@ -195,7 +188,7 @@ def test_logits_match_float64_on_the_gpu(gen, form, query_lens, seq_lens, progra
     args = (*query, case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"],
             case["max_query_len"])
     extra = {} if programs is None else {"programs": programs}
-    for tuning in ({"wgmma": form, **extra}, extra):
+    for tuning in ({"wgmma": 1, **extra}, extra):
         out = torch.full((q.shape[0], width), float("nan"), device="cuda")
         launch_score_paged(out, *args, **tuning)
         assert_matches_float64(out, query, case)
@@ -226,12 +219,48 @@ class _Pointer:
         return self
 
 
-def _run_prologue(n, vector, payload, scales, weights, first_row, rows_here):
+def _tables(shift):
+    """The stand-in for the code tables of a fold (any function of it)."""
+    return shift * 7919 + 13, shift * 104729 - 5
+
+
+def _prmt(word, lo, hi):
+    """The stand-in for the operand builder: any function of its inputs that keeps a zero word
+    zero, as the builder does."""
+    word, lo, hi = (np.asarray(a).astype(np.int64) for a in (word, lo, hi))
+    return np.where(word != 0, (word * 31 + lo) & 0xFFFFFFFF, 0), np.where(word != 0, (word * 17 ^ hi) & 0xFFFFFFFF, 0)
+
+
+def _expected_prologue(n, payload, scales, weights, first_row, rows_here):
+    """What the query prologue must write, column by column: column c is head c % 64 of row
+    first_row + c // 64; its group t's word s (payload word 4t + s of the head), through the
+    operand builder at the group's fold (3 - (the column's largest scale - the group's)), goes to
+    plane s (n * 32 bytes each), offset 4t of the column's 16 bytes at c // 8 * 256 + c % 8 * 16,
+    the builder's second word 128 bytes further; the head weight times 2**(largest scale - 127) /
+    16 goes to 4c. Columns past the block's rows: zero words and weight 0. Returns (shared words,
+    weights' words, the smallest fold)."""
+    shared, weight_words, fold = {}, {}, 3
+    for c in range(n):
+        row, head, valid = first_row + c // 64, c % 64, c // 64 < rows_here
+        exps = [int(scales[row * 256 + t * 64 + head % 16 * 4 + head // 16]) if valid else 127 for t in range(4)]
+        for t in range(4):
+            shift = 3 - (max(exps) - exps[t])
+            fold = min(fold, shift)
+            for s in range(4):
+                word = int(payload[(row * 64 + head) * 16 + 4 * t + s]) if valid else 0
+                at = s * n * 32 + c // 8 * 256 + c % 8 * 16 + t * 4
+                shared[at], shared[at + 128] = (int(x) for x in _prmt(word, *_tables(shift)))
+        folded = np.float32(weights[row * 64 + head]) * np.float32(2.0 ** (max(exps) - 127) * 0.0625) if valid else 0
+        weight_words[4 * c] = int(np.float32(folded).view(np.int32))
+    return shared, weight_words, fold
+
+
+def _run_prologue(n, payload, scales, weights, first_row, rows_here):
     """A request's query prologue (``wgmma_source.query_prologue``) run on numpy: loads and asm
     replaced by stand-ins (a load or a 16-byte load must be in bounds where it is not masked
-    off; a shared address is written once; the tables and the permutation are arbitrary
-    functions of their inputs, the same for both prologues). Returns (shared words, folded
-    weights' words, the request's fold)."""
+    off; a shared address is written once; the tables and the operand builder are ``_tables`` and
+    ``_prmt``, as in ``_expected_prologue``). Returns (shared words, folded weights' words, the
+    request's fold)."""
     from types import SimpleNamespace
 
     from fp4_inductor.kernels import wgmma_source
@@ -264,15 +293,12 @@ def _run_prologue(n, vector, payload, scales, weights, first_row, rows_here):
             pointer = args[0]
             assert (np.asarray(pointer.offset) % 4 == 0).all(), "a 16-byte load not 16-byte aligned"
             return tuple(load(pointer + i) for i in range(4))
-        if code in ("QMAX", "QMAX4"):
-            return shuffled(args[0], (4, 8) if code == "QMAX" else (1, 2))
+        if code == "QMAX":
+            return shuffled(args[0], (1, 2))
         if code == "TABLES":
-            return _lanes(args[0] * 7919 + 13), _lanes(args[0] * 104729 - 5)
+            return tuple(map(_lanes, _tables(np.asarray(args[0]))))
         if code == "PRMT":
-            # Any function of its inputs that keeps a zero word zero, as the operand builder does.
-            word, lo, hi = (np.asarray(a).astype(np.int64) for a in args)
-            return (_lanes(np.where(word != 0, (word * 31 + lo) & 0xFFFFFFFF, 0)),
-                    _lanes(np.where(word != 0, (word * 17 ^ hi) & 0xFFFFFFFF, 0)))
+            return tuple(map(_lanes, _prmt(*args)))
         if code == "STORE":
             return store(shared, args[0], args[1])
         if code == "STORE_IF":
@@ -291,17 +317,17 @@ def _run_prologue(n, vector, payload, scales, weights, first_row, rows_here):
                  weights_ptr=_Pointer(weights), weights_stride=64, weights_head_stride=1, first_row=first_row,
                  rows_here=rows_here, power_of_two=lambda e, c: _lanes(np.exp2(np.asarray(e) - 127.0) * c)
                  .astype(np.float32))
-    names |= {k: k for k in ("LOAD4", "LOAD4_C", "QMAX", "QMAX4", "TABLES", "PRMT", "STORE", "STORE_IF")}
-    exec("\n".join(wgmma_source.query_prologue(n, vector)), names)
+    names |= {k: k for k in ("LOAD4", "LOAD4_C", "QMAX", "TABLES", "PRMT", "STORE", "STORE_IF")}
+    exec("\n".join(wgmma_source.query_prologue(n)), names)
     return shared, weights_at_shared, int(np.min(names["query_fold"]))
 
 
 @pytest.mark.parametrize("rows, rows_here", [(2, 1), (2, 2), (4, 1), (4, 2), (4, 3), (4, 4)])
 @pytest.mark.parametrize("folds", [True, False])
-def test_the_prologues_write_the_same_bytes(rows, rows_here, folds):
-    """Forms 3 and 4 build a request's query operand with 16-byte loads (a group of a column per
-    thread), forms 1 and 2 a word per thread: run on numpy stand-ins for their loads and asm, both
-    write the same words at the same shared addresses, the same folded weights, and find the same
+def test_the_query_prologue_writes_the_operand(rows, rows_here, folds):
+    """The query prologue (16-byte loads, a group of a column per thread), run on numpy stand-ins
+    for its loads and asm, writes every operand word and folded weight where
+    ``_expected_prologue`` puts them and nothing else, each address once, and finds the smallest
     fold, for a block's rows placed last in the payload (a column past them must read in bounds
     and take zeros)."""
     gen = np.random.default_rng(rows * 10 + rows_here)
@@ -314,16 +340,13 @@ def test_the_prologues_write_the_same_bytes(rows, rows_here, folds):
         scales[(total_rows - 1) * 256 + 0 * 64 + 5 * 4] = 118
     weights = gen.standard_normal(total_rows * 64).astype(np.float32)
     first_row = total_rows - rows_here
-    word = _run_prologue(64 * rows, False, payload, scales, weights, first_row, rows_here)
-    vector = _run_prologue(64 * rows, True, payload, scales, weights, first_row, rows_here)
-    assert len(word[0]) == 64 * rows * 32 and len(word[1]) == 64 * rows
-    assert word[0] == vector[0]
-    assert word[1] == vector[1]
-    assert word[2] == vector[2] and (word[2] >= 0) == folds
-    # Columns past the block's rows hold zeros, and their weights are 0.0 (plane s of n * 32 bytes:
-    # column c's words at c // 8 * 256 + c % 8 * 16 and 128 further).
     n = 64 * rows
-    column = {a: (a % (n * 32)) // 256 * 8 + (a % 128) // 16 for a in vector[0]}
-    assert all(v == 0 for a, v in vector[0].items() if column[a] >= 64 * rows_here)
-    assert any(v != 0 for a, v in vector[0].items() if column[a] < 64 * rows_here)
-    assert all(vector[1][4 * c] == 0 for c in range(64 * rows_here, n))
+    got = _run_prologue(n, payload, scales, weights, first_row, rows_here)
+    want = _expected_prologue(n, payload, scales, weights, first_row, rows_here)
+    assert len(want[0]) == n * 32 and len(want[1]) == n
+    assert got[0] == want[0]
+    assert got[1] == want[1]
+    assert got[2] == want[2] and (got[2] >= 0) == folds
+    # The case is not degenerate: words and weights inside the rows are not zero.
+    assert sum(v != 0 for v in want[0].values()) > n * 16 * rows_here // rows
+    assert all(want[1][4 * c] != 0 for c in range(64 * rows_here))

@@ -40,7 +40,6 @@ from torch.fx.experimental.symbolic_shapes import guard_or_false
 
 from . import capability_major, cdiv, is_fake, next_power_of_2, rows_aligned, sm_count, wrapped
 from .score_kernel import SCHEDULE_CHUNK, score_paged_kernel
-from .wgmma_source import PACKAGE_FORMS
 
 
 def word_fed_pass(exact: str, query_float: bool) -> bool:
@@ -70,16 +69,14 @@ def dependent_launch(word_fed: bool, asm: bool, exact: str, out: torch.Tensor) -
     return capability_major(out.device) >= 9
 
 
-# The wgmma hot pass's register cap per (columns, form), passed as ``maxnreg``: without one ptxas
-# takes what it likes in the package's kernel (165-255 registers); with these, 2 / 2 / 4 / 3
-# programs per SM. sm_90 compiles: no spill on Triton 3.6 but in form 1 at 256 columns (104 bytes
-# of stack, as without a cap); on 3.7.1 112 bytes there and 8 in form 2. The tuning is for eager
-# launches (a traced launch with ``maxnreg`` was not tried). At 256 columns the exact pass after it
-# runs 4-row blocks too, which the default launches never do (255 registers and 2176 bytes of
-# stack on Triton 3.6, against 176 at 2 rows).
-# Forms 3 and 4 (forms 1 and 2 with the query prologue in 16-byte loads) take the caps of 1 and 2.
-WGMMA_REGISTERS = {(128, 1): 208, (256, 1): 255, (128, 2): 128, (256, 2): 168}
-WGMMA_REGISTERS |= {(columns, form + 2): cap for (columns, form), cap in WGMMA_REGISTERS.items()}
+# The wgmma hot pass's register cap per block of columns, passed as ``maxnreg``: without one
+# ptxas takes what it likes in the package's kernel (165-255 registers); with these, 4 and 3
+# programs per SM. sm_90 compiles (Triton 3.6 and 3.7.1): 16-24 bytes of stack, all of it in the
+# query prologue, none in the tile loop (tests/test_wgmma.py). The tuning is for eager launches (a
+# traced launch with ``maxnreg`` was not tried). At 256 columns the exact pass after it runs
+# 4-row blocks too, which the default launches never do (255 registers and 2176 bytes of stack
+# on Triton 3.6, against 176 at 2 rows).
+WGMMA_REGISTERS = {128: 128, 256: 168}
 
 
 def launch_plan(word_fed: bool, columns: int, tuning: dict, wgmma: int = 0) -> tuple[int, int, int, bool, int, int]:
@@ -121,10 +118,10 @@ def launch_plan(word_fed: bool, columns: int, tuning: dict, wgmma: int = 0) -> t
     if wgmma:
         # The hot pass on wgmmas in inline PTX (``score_wgmma``): one warpgroup, a page per tile;
         # as many programs per SM as its register cap allows (``WGMMA_REGISTERS``). H100, A/B
-        # against the default hot pass (docs/benchmarks.md, stop 51): next_n=2 117-118 us (form 1)
-        # and 112-115 (form 2) against 104-106; next_n=4 201 and 193.5 against 200-201; 16 x
-        # 131072 114-116 and 112 against 103. Fewer or more programs per SM than planned: slower.
-        plan = (1, 4, 65536 // (128 * WGMMA_REGISTERS[columns, wgmma]), False)
+        # against the default hot pass (docs/benchmarks.md, stop 53): next_n=4 169.3-170.4 us
+        # against 202.3-204.2; next_n=2 113.1 against 106.6-107.4; 16 x 131072 111.1 against
+        # 103.3-103.5. Fewer or more programs per SM than planned: slower (stop 51).
+        plan = (1, 4, 65536 // (128 * WGMMA_REGISTERS[columns]), False)
     elif word_fed:
         plan = (4, 16, 1, False) if columns <= 64 else (2, 8, 1, True)
     else:
@@ -191,8 +188,8 @@ def launch_forms(exact: str, asm: bool, word_fed: bool, tile_pages: int, num_war
     - Otherwise it builds with the portable integer builder, at most 2 pages per tile on 4
       warps: inside the loop over a share's requests, Triton 3.7 puts the byte-fed PTX builder
       in a layout that breaks pack=4 (tests/test_prmt.py compiles every default launch).
-    ``wgmma`` (1 to 4; word-fed only): the hot pass on wgmmas in inline PTX, in that form
-    (``score_wgmma``); the exact pass as after any word-fed hot pass."""
+    ``wgmma`` (0 or 1; word-fed only): the hot pass on wgmmas in inline PTX (``score_wgmma``);
+    the exact pass as after any word-fed hot pass."""
     if exact == "inline":
         return [dict(MODE=0, TILE_PAGES=tile_pages, SHARE_PAGES=tile_pages, SETUP_UNITS=setup, ASM=asm, WORDS=False,
                      WARPS=num_warps, PAIRS=False, SPLIT=1, WGMMA=0)]
@@ -201,20 +198,18 @@ def launch_forms(exact: str, asm: bool, word_fed: bool, tile_pages: int, num_war
     else:
         exact_pass = dict(TILE_PAGES=min(tile_pages, 2), ASM=False, WORDS=False, WARPS=4)
     return [dict(MODE=1, TILE_PAGES=tile_pages, SHARE_PAGES=tile_pages, SETUP_UNITS=setup, ASM=asm, WORDS=word_fed,
-                 WARPS=num_warps, PAIRS=word_fed and pairs, SPLIT=1, WGMMA=wgmma if word_fed else 0),
+                 WARPS=num_warps, PAIRS=word_fed and pairs, SPLIT=1, WGMMA=int(wgmma) if word_fed else 0),
             dict(MODE=2, SHARE_PAGES=tile_pages, SETUP_UNITS=setup, PAIRS=False, SPLIT=split, WGMMA=0, **exact_pass)]
 
 
 def check_wgmma(wgmma, word_fed: bool, gpu: bool, asm: bool, heads: int, device, q_payload: torch.Tensor,
                 kernel) -> None:
-    """The ``wgmma`` tuning's conditions (a ValueError naming what is missing): form 1 to 4, an
-    sm_90 GPU (CUDA), FP4 queries on the word-fed hot pass with the PTX builder (16-byte-aligned
-    cache rows, exact="fixup"), 64 heads, query payload rows 4-byte aligned (the hot pass loads
-    them as words; 16-byte aligned in forms 3 and 4, which load 16 bytes at a time), a kernel
-    that takes ``WGMMA`` (not a copy from before it)."""
-    if wgmma not in PACKAGE_FORMS:
-        *most, last = ["0", *map(str, PACKAGE_FORMS)]
-        raise ValueError(f"wgmma: expected {', '.join(most)} or {last}, got {wgmma!r}")
+    """The ``wgmma`` tuning's conditions (a ValueError naming what is missing): 0 or 1, an sm_90
+    GPU (CUDA), FP4 queries on the word-fed hot pass with the PTX builder (16-byte-aligned cache
+    rows, exact="fixup"), 64 heads, query payload rows 16-byte aligned (the query prologue loads
+    16 bytes at a time), a kernel that takes ``WGMMA`` (not a copy from before it)."""
+    if not (isinstance(wgmma, int) and wgmma in (0, 1)):
+        raise ValueError(f"wgmma: expected 0 or 1, got {wgmma!r}")
     if not (gpu and torch.version.hip is None and capability_major(device) == 9):
         raise ValueError(f"wgmma: expected an sm_90 CUDA device, got {device}")
     if not (word_fed and asm):
@@ -222,11 +217,10 @@ def check_wgmma(wgmma, word_fed: bool, gpu: bool, asm: bool, heads: int, device,
                          f"pass with the PTX builder), got word_fed={word_fed}, asm={asm}")
     if heads != 64:
         raise ValueError(f"wgmma: expected 64 heads, got {heads}")
-    alignment = 16 if PACKAGE_FORMS[wgmma]["vector_query"] else 4
-    if not rows_aligned(q_payload, alignment):
+    if not rows_aligned(q_payload, 16):
         size = q_payload.element_size()
-        address = "" if is_fake(q_payload) else f", an address {q_payload.data_ptr() % alignment} past a multiple"
-        raise ValueError(f"wgmma: expected the query payload's rows {alignment}-byte aligned (form {wgmma}), got a "
+        address = "" if is_fake(q_payload) else f", an address {q_payload.data_ptr() % 16} past a multiple"
+        raise ValueError("wgmma: expected the query payload's rows 16-byte aligned, got a "
                          f"storage offset of {q_payload.storage_offset() * size} bytes, a row stride of "
                          f"{q_payload.stride(0) * size} bytes{address}")
     if "WGMMA" not in kernel.arg_names:
@@ -320,7 +314,7 @@ def launch_score_paged(
     flags = torch.empty(grid[0] * grid[1], dtype=torch.uint8, device=out.device) if exact == "fixup" else query_starts
     maxnreg = tuning.get("maxnreg")
     # The wgmma hot pass's cap, on its launch only (the exact pass keeps its own registers).
-    hot_maxnreg = maxnreg or (WGMMA_REGISTERS[rows_per_block * heads, wgmma] if wgmma else None)
+    hot_maxnreg = maxnreg or (WGMMA_REGISTERS[rows_per_block * heads] if wgmma else None)
     # A kernel copy from before PDL (benchmarks/score_variants.py) takes neither the constexpr nor
     # the launch option: a dependent launch of a kernel that does not wait would race.
     takes_pdl = "PDL" in kernel.arg_names

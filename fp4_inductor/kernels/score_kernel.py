@@ -33,7 +33,7 @@ def score_request(
 ):
     """Pages [share_begin, share_end) of ``request`` for all of its rows (its row blocks from
     program_id(1) on, in steps of num_programs(1)); returns ``fewest`` (MODE 1), updated. WGMMA
-    (1 to 4, MODE 1 only): the hot pass on wgmmas in inline PTX (``score_wgmma``), in that form."""
+    (0 or 1, MODE 1 only): the hot pass on wgmmas in inline PTX (``score_wgmma``)."""
     N: tl.constexpr = ROWS * HEADS
     M: tl.constexpr = 64 * TILE_PAGES
     # Rows lie within the launch's, whatever query_starts says. (The loads written out here, in
@@ -61,7 +61,7 @@ def score_request(
             fewest = wgmma_request(
                 fewest, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, weights_ptr,
                 weights_stride, weights_head_stride, block_table_ptr + request.to(tl.int64) * block_table_stride,
-                block_table_page_stride, first_row, rows_here, row_ends, page_begin, page_end, ROWS, WGMMA)
+                block_table_page_stride, first_row, rows_here, row_ends, page_begin, page_end, ROWS)
         if WGMMA == 0 and page_begin < page_end:
             bt_row = block_table_ptr + request.to(tl.int64) * block_table_stride
             # The 16-warp hot loop's first tile (page ids, then keys) is asked for before the query

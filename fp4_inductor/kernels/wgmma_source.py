@@ -254,7 +254,7 @@ def constants(sizes=(32, 64, 128, 256)) -> dict[str, str]:
                for n in sizes}
     consts |= {"LDSW": "ld.shared.v2.f32 {$0, $1}, [$2];", "STORE": STORE, "STORE_IF": STORE_IF, "PUBLISH": PUBLISH,
                "BARRIER": BARRIER, "PUBLISH_BOTH": PUBLISH_BOTH, "LOAD4": LOAD4, "LOAD4_C": "=r,=r,=r,=r,l",
-               "KMAX": KMAX, "QMAX": QMAX, "QMAX4": QMAX4, "TABLES": CODE_TABLES_ASM.value, "PRMT": PRMT,
+               "KMAX": KMAX, "QMAX": QMAX, "TABLES": CODE_TABLES_ASM.value, "PRMT": PRMT,
                "SHFL1": SHFL1, "SHFL2": SHFL2, "RELU": RELU_ASM.value}
     for n in sizes:
         consts[f"ISSUE_{n}"] = issue_asm(n)
@@ -277,12 +277,8 @@ BARRIER = "{ bar.sync 0; mov.b32 $0, $2; mov.b32 $1, $3; }"
 # PUBLISH for both arrays: the async proxy fenced, every thread's stores ($2) done, the arrays'
 # addresses passed on, so that what reads them (the weights' loads) comes after.
 PUBLISH_BOTH = "{ fence.proxy.async.shared::cta; bar.sync 0; mov.u32 $0, $3; mov.u32 $1, $4; }"
-# The largest of a query column's four group scales: its 16 payload words lie on 16 lanes, four
-# per group (lanes 4g .. 4g + 3 of each half-warp).
-QMAX = ("{ .reg .b32 x, m; shfl.sync.bfly.b32 x, $1, 4, 31, 0xffffffff; max.s32 m, $1, x; "
-        "shfl.sync.bfly.b32 x, m, 8, 31, 0xffffffff; max.s32 $0, m, x; }")
-# QMAX where the column's four groups lie on a quad (forms 3 and 4).
-QMAX4 = ("{ .reg .b32 x, m; shfl.sync.bfly.b32 x, $1, 1, 31, 0xffffffff; max.s32 m, $1, x; "
+# The largest of a query column's four group scales, which lie on a quad (``VECTOR_QUERY``).
+QMAX = ("{ .reg .b32 x, m; shfl.sync.bfly.b32 x, $1, 1, 31, 0xffffffff; max.s32 m, $1, x; "
          "shfl.sync.bfly.b32 x, m, 2, 31, 0xffffffff; max.s32 $0, m, x; }")
 
 # What every written-out kernel starts with: thread i's lane position (t: its lane in the quad),
@@ -302,29 +298,23 @@ THREAD_LINES = [
 
 # The package's block-table row: a page id is 32 bits, zero-extended (score_tiles.tile_page_ids).
 PACKAGE_PAGE = "tl.load(bt_row + tl.minimum({index}, last) * block_table_page_stride).to(tl.uint32).to(tl.int64)"
-# The forms of the package's hot pass (``WGMMA``): 1, the tile's dot in two halves of the query
-# rows, both in flight, the weights in registers; 2, the halves one after the other with the
-# weights in shared memory (half the accumulators live: 4 and 3 programs per SM at 2 and 4 rows,
-# score.WGMMA_REGISTERS). Both pass tests/test_wgmma.py's GPU tests; timed against the default hot
-# pass on an H100 (docs/benchmarks.md, stop 51), neither is faster but form 2 at 4 rows (3.5 %).
-# Forms 3 and 4: forms 1 and 2 with the query prologue in 16-byte loads (``VECTOR_QUERY``).
-PACKAGE_FORMS = {1: dict(halves=1, shared_weights=False, vector_query=False),
-                 2: dict(halves=2, shared_weights=True, vector_query=False),
-                 3: dict(halves=1, shared_weights=False, vector_query=True),
-                 4: dict(halves=2, shared_weights=True, vector_query=True)}
+# The package's hot pass (the launcher's ``wgmma`` tuning): the tile's dot in two halves of the
+# query rows, one after the other, with the folded head weights in shared memory (half the
+# accumulators live: 4 and 3 programs per SM at 2 and 4 rows, score.WGMMA_REGISTERS), and the
+# query prologue in 16-byte loads (``VECTOR_QUERY``). Of the four forms timed on an H100
+# (docs/benchmarks.md, stops 51 and 53: both halves in flight with the weights in registers, or
+# this; the prologue a word per thread, or this), the fastest at 2 and at 4 rows: 169-170 us at
+# next_n=4 against 180-183 for the next and 202-204 for the default hot pass; 113 at next_n=2
+# against 115-124, and 107 for the default.
+PACKAGE_HALVES, PACKAGE_SHARED_WEIGHTS = 2, True
 DEPTH = 1  # keys loaded a step earlier than the step that builds their operand
-# The query prologue's steps in groups of this many, unrolled, so each group's loads are in flight
-# together (4 or 8 waits per request at 2 or 4 rows, not 16 or 32). In groups of 8 the 4-row form
-# 1's tile loop spills on Triton 3.7.1 (docs/benchmarks.md, stop 51). Not yet run on a GPU.
-QUERY_UNROLL = 4
-# The query prologue of forms 3 and 4: each thread takes one group of a query column (its 4
-# payload words in one 16-byte load, its scale byte; the column's 4 groups on a quad, whose
-# largest scale is 2 shuffles), so a request's operand is n / 32 steps (8 at 4 rows), all
-# unrolled, every step's loads written before any use. ptxas still issues them in waves (the
-# scale bytes and their shuffles first; at 4 rows the payload in 4 waves, reusing registers):
-# 2-4 waits for memory per request at 2 rows and about 5 at 4 rows, where the word-per-step
-# prologue (forms 1 and 2) takes about 12 and 24 (sm_90 SASS; docs/benchmarks.md, stop 52).
-# Compiled only: not yet run on a GPU.
+# The query prologue: each thread takes one group of a query column (its 4 payload words in one
+# 16-byte load, its scale byte; the column's 4 groups on a quad, whose largest scale is 2
+# shuffles), so a request's operand is n / 32 steps (8 at 4 rows), all unrolled, every step's
+# loads written before any use. ptxas still issues them in waves (the scale bytes and their
+# shuffles first; at 4 rows the payload in 4 waves, reusing registers): 2-4 waits for memory per
+# request at 2 rows and about 5 at 4 rows, where a word per thread and step took about 12 and 24
+# (sm_90 SASS; docs/benchmarks.md, stop 52) and 6 % more time at next_n=4 (stop 53).
 VECTOR_QUERY = [
     "unit = {step} * 128 + thread",
     "col = unit // 4",
@@ -346,79 +336,50 @@ def block(lines: list[str], spaces: int) -> str:
     return "\n".join(" " * spaces + line for line in lines)
 
 
-def operand_lines(qmax: str, words: list[tuple[str, str]], weight_load: list[str], writer: str) -> list[str]:
-    """What both query prologues do with a step's loads: the column's largest scale (the ``qmax``
-    asm's shuffles), the group's fold, each (payload word, shared address) built and stored, the
-    folded head weight (``weight_load`` first: the lines that load it, if not loaded yet) stored by
-    the thread where ``writer`` holds."""
-    lines = [
-        f"qmax = tl.inline_asm_elementwise({qmax}, '=r,r', [qexp], dtype=tl.int32, is_pure=True, pack=1)",
+def query_prologue(n: int) -> list[str]:
+    """The lines (unindented) that build a request's query operand of ``n`` columns and its folded
+    head weights in shared memory (``queries``, ``weights_at``; ``stored`` sums the stores and
+    ``query_fold`` takes each group's fold): every step's loads first (``VECTOR_QUERY``, names
+    suffixed by step), then each step's column scale, fold, operand words and weight. Word s of
+    group t of column col goes to plane s, offset 4t. tests/test_wgmma.py runs the lines on
+    stand-ins for their loads and asm and checks every byte they write."""
+    steps = range(n // 32)
+    loads = [re.sub(r"\b(unit|col|head|ok|r64|at|v[0-3]|qexp|weight)\b", rf"\g<1>_{q}", line).replace(
+        "{step}", str(q)) for q in steps for line in VECTOR_QUERY]
+    use = [
+        "qmax = tl.inline_asm_elementwise(QMAX, '=r,r', [qexp], dtype=tl.int32, is_pure=True, pack=1)",
         "shift = 3 - (qmax - qexp)",
         "query_fold = tl.minimum(query_fold, shift)",
         "lo, hi = tl.inline_asm_elementwise(TABLES, '=r,=r,r', [shift], dtype=(tl.int32, tl.int32), is_pure=True, "
         "pack=1)",
     ]
-    for word, at in words:
-        lines += [
-            f"p0, p1 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [{word}, lo, hi], dtype=(tl.int32, tl.int32), "
-            "is_pure=True, pack=1)",
-            f"q_at = {at}",
+    for word in range(4):
+        use += [
+            f"p0, p1 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [tl.where(ok, v{word}, 0), lo, hi], "
+            "dtype=(tl.int32, tl.int32), is_pure=True, pack=1)",
+            f"q_at = queries + {word} * {n * 32} + col // 8 * 256 + col % 8 * 16 + t * 4",
             "stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at, p0], dtype=tl.int32, is_pure=True, pack=1)",
             "stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at + 128, p1], dtype=tl.int32, is_pure=True, "
             "pack=1)",
         ]
-    return lines + weight_load + [
+    use += [
         "folded = tl.where(ok, weight * power_of_two(qmax, 0.0625), 0.0).to(tl.int32, bitcast=True)",
         "stored += tl.inline_asm_elementwise(STORE_IF, '=r,r,r,r', [weights_at + col * 4, folded, "
-        f"({writer}).to(tl.int32)], dtype=tl.int32, is_pure=True, pack=1)",
+        "(t == 0).to(tl.int32)], dtype=tl.int32, is_pure=True, pack=1)",
     ]
+    uses = [re.sub(r"\b(col|ok|v[0-3]|qexp|weight)\b", rf"\g<1>_{q}", line) for q in steps for line in use]
+    return loads + uses
 
 
-def query_prologue(n: int, vector: bool) -> list[str]:
-    """The lines (unindented) that build a request's query operand of ``n`` columns and its folded
-    head weights in shared memory (``queries``, ``weights_at``; ``stored`` sums the stores and
-    ``query_fold`` takes each group's fold): a word per thread and step, steps in unrolled groups
-    (forms 1 and 2), or a group of a column per thread and step, every step's loads first
-    (``vector``: forms 3 and 4). tests/test_wgmma.py runs both on stand-ins for their loads and
-    asm and checks that they write the same bytes."""
-    if vector:
-        # Every step's loads first (named per step), then each step's operand words and weight.
-        steps = range(n // 32)
-        loads = [re.sub(r"\b(unit|col|head|ok|r64|at|v[0-3]|qexp|weight)\b", rf"\g<1>_{q}", line).replace(
-            "{step}", str(q)) for q in steps for line in VECTOR_QUERY]
-        # Word s of group t of column col: plane s, offset 4t (where the word prologue puts word 4t + s).
-        use = operand_lines("QMAX4", [(f"tl.where(ok, v{s}, 0)", f"queries + {s} * {n * 32} + col // 8 * 256 + "
-                                       "col % 8 * 16 + t * 4") for s in range(4)], [], "t == 0")
-        uses = [re.sub(r"\b(col|ok|v[0-3]|qexp|weight)\b", rf"\g<1>_{q}", line) for q in steps for line in use]
-        return loads + uses
-    query = [
-        "word = q * 128 + thread",
-        "col = word // 16",
-        "v = word % 16",
-        "head = col % 64",
-        "ok = col // 64 < rows_here",
-        "r64 = (first_row + col // 64).to(tl.int64)",
-        "qword = tl.load(words + (r64 * 64 + head) * 16 + v, mask=ok, other=0)",
-        "qexp = tl.load(q_scales_ptr + r64 * 256 + (v // 4) * 64 + (head % 16) * 4 + head // 16, mask=ok, "
-        "other=127).to(tl.int32)",
-    ]
-    query += operand_lines("QMAX", [("qword", f"queries + (v % 4) * {n * 32} + col // 8 * 256 + col % 8 * 16 + "
-                                              "(v // 4) * 4")],
-                           ["weight = tl.load(weights_ptr + r64 * weights_stride + head * weights_head_stride, "
-                            "mask=ok & (v == 0), other=0.0)"], "v == 0")
-    return ([f"for group in range({n // 8 // QUERY_UNROLL}):", f"    for step in tl.static_range({QUERY_UNROLL}):",
-             f"        q = group * {QUERY_UNROLL} + step"] + ["        " + line for line in query])
-
-
-def request_source(rows: int, form: int) -> str:
-    """``wgmma_rows{rows}_form{form}``: the hot pass (MODE 1) of one row block of one request over
+def request_source(rows: int) -> str:
+    """``wgmma_rows{rows}``: the hot pass (MODE 1) of one row block of one request over
     pages [page_begin, page_end) at 64 heads (score_kernel.score_request's arguments): the query
     operand and the folded head weights built into shared memory (queries that do not fold mark
     the program), then the key loop. Returns ``fewest`` updated: below 0 where a key or the query
     does not fold, as the package's hot pass."""
     n = 64 * rows
-    halves, shared_weights = PACKAGE_FORMS[form]["halves"], PACKAGE_FORMS[form]["shared_weights"]
-    query_block = block(query_prologue(n, PACKAGE_FORMS[form]["vector_query"]), 4)
+    halves, shared_weights = PACKAGE_HALVES, PACKAGE_SHARED_WEIGHTS
+    query_block = block(query_prologue(n), 4)
     rr = "tl.arange(0, ROWS)"
     rows_lines = [f"limit{r} = tl.where({r} < rows_here, tl.minimum(tl.sum(tl.where({rr} == {r}, row_ends, 0), "
                   f"axis=0), page_end * 64), 0)" for r in range(rows)]
@@ -434,7 +395,7 @@ def request_source(rows: int, form: int) -> str:
     return f'''
 
 @triton.jit
-def wgmma_rows{rows}_form{form}(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride,
+def wgmma_rows{rows}(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride,
                           weights_ptr, weights_stride, weights_head_stride, bt_row, block_table_page_stride,
                           first_row, rows_here, row_ends, page_begin, page_end):
     ROWS: tl.constexpr = {rows}
@@ -462,33 +423,31 @@ def wgmma_rows{rows}_form{form}(fewest_in, out_ptr, out_stride, q_payload_ptr, q
 
 
 def module_source() -> str:
-    """``score_wgmma.py``: the asm strings, the hot pass per (rows, form), and ``wgmma_request``,
-    which picks one."""
+    """``score_wgmma.py``: the asm strings, the hot pass per block of 2 or 4 rows, and
+    ``wgmma_request``, which picks one."""
     head = ('"""Written by ``python -m fp4_inductor.kernels.wgmma_source`` (wgmma_source.py says what it\n'
             'is): do not edit; tests/test_wgmma.py checks that it is what the generator writes."""\n\n'
             "import triton\nimport triton.language as tl\n\nfrom .score_math import power_of_two\n\n")
     head += "".join(f"{k} = tl.constexpr({v!r})\n" for k, v in constants((64, 128, 256)).items())
-    functions = "".join(request_source(rows, form) for rows in (2, 4) for form in PACKAGE_FORMS)
-    dispatch = '''
+    functions = "".join(request_source(rows) for rows in (2, 4))
+    arguments = ("\n            fewest, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, "
+                 "weights_ptr,\n            weights_stride, weights_head_stride, bt_row, block_table_page_stride, "
+                 "first_row, rows_here,\n            row_ends, page_begin, page_end")
+    dispatch = f'''
 
 @triton.jit
 def wgmma_request(fewest, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, weights_ptr,
                   weights_stride, weights_head_stride, bt_row, block_table_page_stride, first_row, rows_here, row_ends,
-                  page_begin, page_end, ROWS: tl.constexpr, FORM: tl.constexpr):
-    """The hot pass of one row block on wgmmas in inline PTX (``wgmma_rows{ROWS}_form{FORM}``)."""
+                  page_begin, page_end, ROWS: tl.constexpr):
+    """The hot pass of one row block on wgmmas in inline PTX (``wgmma_rows{{ROWS}}``)."""
+    if ROWS == 2:
+        fewest = wgmma_rows2({arguments})
+    elif ROWS == 4:
+        fewest = wgmma_rows4({arguments})
+    else:
+        tl.static_assert(False, "wgmma: 2 or 4 rows per block")
+    return fewest
 '''
-    for i, (rows, form) in enumerate((rows, form) for rows in (2, 4) for form in PACKAGE_FORMS):
-        keyword = "if" if i == 0 else "elif"
-        dispatch += (f"    {keyword} ROWS == {rows} and FORM == {form}:\n"
-                     f"        fewest = wgmma_rows{rows}_form{form}(fewest, out_ptr, out_stride, q_payload_ptr, "
-                     "q_scales_ptr, cache_ptr,\n"
-                     "                                         page_stride, weights_ptr, weights_stride, "
-                     "weights_head_stride, bt_row,\n"
-                     "                                         block_table_page_stride, first_row, rows_here, "
-                     "row_ends, page_begin,\n"
-                     "                                         page_end)\n")
-    dispatch += "    else:\n        tl.static_assert(False, \"wgmma: 2 or 4 rows per block, form 1 to 4\")\n"
-    dispatch += "    return fewest\n"
     return head + functions + dispatch
 
 
