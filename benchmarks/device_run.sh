@@ -14,16 +14,13 @@
 # values, waits and time of a tile loop; `wgmma_accumulators.py`: the fp8 dot's sums; about 30 s);
 # `scorer` the hot pass on inline-PTX wgmmas (`wgmma_scorer.py`: logits against float64 and the
 # package's, then both timed; about 270 s on a cold Triton cache); `hotwg` the package's wgmma hot
-# pass (the launcher's `wgmma` tuning, off by default): its GPU tests, then forms 1 and 2 timed
-# against the default hot pass (`score_ab.py`; their logits differ from it in the float32 sums'
-# order, so "DIFFERS" is expected there; the tests check them against float64; for a short call, K
-# and SHAPES narrow what runs and TEST_S and AB_S set the time limits); `wgprobe` the package's wgmma form beside the prototype under ncu,
-# and form 1 capped to 3 programs per SM at 2 rows (about 400 s cold); `wgvec` wgmma forms 3 and 4
-# (the query prologue in 16-byte loads): the GPU tests of all four forms, the four forms timed against the default
-# hot pass at next_n=4 and 2, with BASE=FILE that score_kernel.py copy against the package's at
-# next_n=2 and 4 (e.g. stop 51's, before the schedule read row ends four at a time), then ncu's
-# source-level sampling of form 3 at next_n=4 ($OUT/wgvec_source.csv.gz: stalls per SASS line,
-# summed by part with benchmarks/ncu_source_summary.py; about 500 s cold, its limits add to 560).
+# pass (the launcher's `wgmma` tuning, off by default): its GPU tests, then timed against the
+# default hot pass (`score_ab.py`; their logits differ in the float32 sums' order, so "DIFFERS" is
+# expected there; the tests check both against float64; for a short call, K and SHAPES narrow what
+# runs and TEST_S and AB_S set the time limits); `wgprobe` the package's wgmma hot pass beside the
+# prototype (same halves and weights) under ncu at next_n=4 and 2, then ncu's source-level sampling
+# of the package's at next_n=4 ($OUT/wgprobe_source.csv.gz: stalls per SASS line, summed by part
+# with benchmarks/ncu_source_summary.py; about 400 s cold).
 # Logs go to $OUT.
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp}
@@ -71,52 +68,26 @@ scorer)
   grep -E "^(\| [0-9]|FAILED)" "$OUT/wgmma_scorer.log" | grep -v "^| 4x4096"
   ;;
 hotwg)
-  timeout "${TEST_S:-320}" python3 -m pytest -q -p no:cacheprovider -rfE tests/test_wgmma.py -m gpu ${K:+-k "$K"} \
+  timeout "${TEST_S:-200}" python3 -m pytest -q -p no:cacheprovider -rfE tests/test_wgmma.py -m gpu ${K:+-k "$K"} \
     > "$OUT/wgmma_tests.log" 2>&1
-  [ $? = 124 ] && echo "CUT OFF after ${TEST_S:-320} s: the wgmma GPU tests did not finish"
+  [ $? = 124 ] && echo "CUT OFF after ${TEST_S:-200} s: the wgmma GPU tests did not finish"
   tail -2 "$OUT/wgmma_tests.log"; grep -E "^(FAILED|ERROR)" "$OUT/wgmma_tests.log" | head
   cd benchmarks
-  PYTHONPATH=$PWD/..:$PWD timeout "${AB_S:-240}" python3 score_ab.py --shapes ${SHAPES:-64x32768x2,64x32768x4,16x131072x2} \
-    --rounds 2 shipped shipped:wgmma=1 shipped:wgmma=2 > "$OUT/wgmma_ab.log" 2>&1 || echo "score_ab: rc $?"
+  PYTHONPATH=$PWD/..:$PWD timeout "${AB_S:-240}" python3 score_ab.py --shapes ${SHAPES:-64x32768x4,64x32768x2,16x131072x2} \
+    --rounds 2 shipped shipped:wgmma=1 > "$OUT/wgmma_ab.log" 2>&1 || echo "score_ab: rc $?"
   grep -h "^| [0-9]" "$OUT/wgmma_ab.log" | awk '!seen[$0]++'
   ;;
 wgprobe)
-  # Why the package's wgmma form lags the prototype whose loop it shares (docs/benchmarks.md, stop
-  # 51): ncu of both at 4 and 2 rows, then form 1 held to 3 programs per SM at 2 rows.
-  # (A `maxnreg` tuning caps the exact pass too: it costs about 3.5 us where every key folds.)
-  CASE_S=100 bash benchmarks/ncu_wgmma.sh "package 4 wgmma=1;proto 4,1,1,1,0;package 2 wgmma=1;proto 2,1,1,1,0" \
+  CASE_S=100 bash benchmarks/ncu_wgmma.sh "package 4 wgmma=1;proto 4,1,1,2,1;package 2 wgmma=1;proto 2,1,1,2,1" \
     > "$OUT/ncu_wgmma.log" 2>&1 || echo "ncu_wgmma: rc $?"
-  cd benchmarks
-  PYTHONPATH=$PWD/..:$PWD timeout 100 python3 score_ab.py --shapes 64x32768x2 --rounds 2 shipped \
-    shipped:wgmma=1,maxnreg=168,programs_per_sm=3 shipped:wgmma=1 shipped:wgmma=2 > "$OUT/wgprobe_ab2.log" 2>&1 \
-    || echo "score_ab 2 rows: rc $?"
-  PYTHONPATH=$PWD/..:$PWD timeout 100 python3 score_ab.py --shapes 64x32768x4 --rounds 2 shipped shipped:wgmma=1 \
-    shipped:wgmma=2 > "$OUT/wgprobe_ab4.log" 2>&1 || echo "score_ab 4 rows: rc $?"
-  cat "$OUT/ncu_wgmma.log"; grep -h "^| [0-9]" "$OUT"/wgprobe_ab*.log | awk '!seen[$0]++'
-  ;;
-wgvec)
-  BASE=${BASE:+$(realpath "$BASE")}
-  # All four forms: forms 1 and 2's prologue in unrolled groups (stop 51) has not run on a GPU either.
-  timeout 160 python3 -m pytest -q -p no:cacheprovider -rfE tests/test_wgmma.py -m gpu > "$OUT/wgvec_tests.log" 2>&1
-  [ $? = 124 ] && echo "CUT OFF after 160 s: the wgmma GPU tests did not finish"
-  tail -1 "$OUT/wgvec_tests.log"; grep -E "^(FAILED|ERROR)" "$OUT/wgvec_tests.log" | head
-  cd benchmarks
-  PYTHONPATH=$PWD/..:$PWD timeout 200 python3 score_ab.py --shapes 64x32768x4,64x32768x2 --rounds 2 shipped \
-    shipped:wgmma=1 shipped:wgmma=2 shipped:wgmma=3 shipped:wgmma=4 > "$OUT/wgvec_ab.log" 2>&1 || echo "score_ab: rc $?"
-  grep -h "^| [0-9]" "$OUT/wgvec_ab.log" | awk '!seen[$0]++'
-  if [ -n "$BASE" ]; then
-    PYTHONPATH=$PWD/..:$PWD timeout 80 python3 score_ab.py --shapes 64x32768x2,64x32768x4 --rounds 2 shipped "$BASE" \
-      > "$OUT/wgvec_base.log" 2>&1 || echo "score_ab BASE: rc $?"
-    grep -h "DIFFERS\|^| [0-9]" "$OUT/wgvec_base.log" | awk '!seen[$0]++'
-  fi
-  cd ..
+  cat "$OUT/ncu_wgmma.log"
   source benchmarks/ncu_common.sh
   timeout 90 "$NCU" --clock-control none -k score_paged_kernel -c 1 --section SourceCounters --section WarpStateStats \
-    -o "$OUT/wgvec" -f python3 benchmarks/profile_score.py 4 wgmma=3 > "$OUT/wgvec_ncu.log" 2>&1 || echo "ncu: rc $?"
-  [ -f "$OUT/wgvec.ncu-rep" ] && timeout 30 "$NCU" --import "$OUT/wgvec.ncu-rep" --page source --csv --print-source sass \
-    2>&1 | gzip > "$OUT/wgvec_source.csv.gz"
-  tail -2 "$OUT/wgvec_ncu.log"
-  [ -f "$OUT/wgvec_source.csv.gz" ] && python3 benchmarks/ncu_source_summary.py "$OUT/wgvec_source.csv.gz"
+    -o "$OUT/wgprobe" -f python3 benchmarks/profile_score.py 4 wgmma=1 > "$OUT/wgprobe_ncu.log" 2>&1 || echo "ncu: rc $?"
+  [ -f "$OUT/wgprobe.ncu-rep" ] && timeout 30 "$NCU" --import "$OUT/wgprobe.ncu-rep" --page source --csv \
+    --print-source sass 2>&1 | gzip > "$OUT/wgprobe_source.csv.gz"
+  tail -2 "$OUT/wgprobe_ncu.log"
+  [ -f "$OUT/wgprobe_source.csv.gz" ] && python3 benchmarks/ncu_source_summary.py "$OUT/wgprobe_source.csv.gz"
   ;;
 cuts)
   python3 benchmarks/cut_parts.py /tmp/cuts > /dev/null || exit 1

@@ -4,7 +4,7 @@
     ncu --import REPORT.ncu-rep --page source --csv --print-source sass | gzip > source.csv.gz
     python benchmarks/ncu_source_summary.py source.csv.gz
 
-(`benchmarks/device_run.sh wgvec` writes such a file.) Each SASS line's stall samples are summed
+(`benchmarks/device_run.sh wgprobe` writes such a file.) Each SASS line's stall samples are summed
 over the kernel's parts: the innermost loop holding a GMMA (the tile loop), the other loops, and
 the straight code outside loops; then the lines with the most samples. The columns are found by
 name (ncu's names vary between versions: the address, the SASS text, and the warp-stall

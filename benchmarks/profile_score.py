@@ -1,6 +1,6 @@
 """Two score_paged calls to profile, 64 x 32768 keys: ncu --clock-control none -k score_paged_kernel
 python benchmarks/profile_score.py [NEXT_N [key=value,...]]. Without tunings through the public op;
-with launcher tunings (``key=value,...`` as score_ab.py's, e.g. ``wgmma=2``) through the launcher.
+with launcher tunings (``key=value,...`` as score_ab.py's, e.g. ``wgmma=1``) through the launcher.
 Each call is a hot and an exact pass (``-c 1``: the first hot pass; ``-c 2``: both passes)."""
 
 import sys

@@ -89,7 +89,7 @@ def test_ncu_source_summary_sums_samples_by_part(tmp_path, capsys, by_reason):
 
 @pytest.mark.parametrize("script, args, reasons", [
     ("ncu_score.sh", ["2"], ["long_scoreboard", "branch_resolving"]),
-    ("ncu_wgmma.sh", ["package 4 wgmma=3"], ["long_scoreboard", "membar"]),
+    ("ncu_wgmma.sh", ["package 4 wgmma=1"], ["long_scoreboard", "membar"]),
 ])
 def test_ncu_scripts_pass_their_metrics(script, args, reasons, tmp_path):
     """The ncu scripts run on the device machine only: here an ncu stand-in on PATH shows what they
