@@ -3,12 +3,13 @@
 kernel is what its generator writes; compiled for sm_90 on any machine, no wgmma is serialized by
 ptxas, the tile loop's two half dots run one after the other and the register caps hold with no
 spill in the tile loop (a few stack words in the query prologue); the query prologue writes the
-operand and folded weights it should (run on numpy); the launcher refuses what it cannot run; on an sm_90 GPU, its logits match float64 on ragged,
-permuted batches, with keys and queries that do not fold (the exact pass after it), and nothing
-is written outside the valid region."""
+operand and folded weights it should (run on numpy); the launcher refuses what it cannot run;
+on an sm_90 GPU, its logits match float64 on ragged, permuted batches, with keys and queries
+that do not fold (the exact pass after it), and nothing is written outside the valid region."""
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -88,8 +89,9 @@ def test_the_launcher_refuses_what_it_cannot_run(gen):
     out = torch.full((case["q"].shape[0], case["block_table"].shape[1] * 64), float("nan"))
     args = (out, *query, case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"],
             case["max_query_len"])
-    with pytest.raises(ValueError, match="wgmma: expected 0 or 1, got 5"):
-        launch_score_paged(*args, wgmma=5)
+    for bad in (5, 2, "1", 1.0, None):
+        with pytest.raises(ValueError, match=re.escape(f"wgmma: expected 0 or 1, got {bad!r}")):
+            launch_score_paged(*args, wgmma=bad)
     with pytest.raises(ValueError, match="wgmma: expected an sm_90 CUDA device, got cpu"):
         launch_score_paged(*args, wgmma=1)
     assert out.isnan().all()  # nothing written
@@ -104,25 +106,21 @@ def test_the_wgmma_conditions(monkeypatch):
     monkeypatch.setattr(score.torch.version, "hip", None)
     payload = torch.zeros(3, 64, 64, dtype=torch.uint8)
     kernel = score.score_paged_kernel
-    score.check_wgmma(1, True, True, True, 64, "cuda:0", payload, kernel)  # all met
-    score.check_wgmma(True, True, True, True, 64, "cuda:0", payload, kernel)
-    for bad in (2, 4, "1", 1.0):
-        with pytest.raises(ValueError, match=f"wgmma: expected 0 or 1, got {bad!r}"):
-            score.check_wgmma(bad, True, True, True, 64, "cuda:0", payload, kernel)
+    score.check_wgmma(True, True, True, 64, "cuda:0", payload, kernel)  # all met
     with pytest.raises(ValueError, match="word_fed=False, asm=True"):
-        score.check_wgmma(1, False, True, True, 64, "cuda:0", payload, kernel)
+        score.check_wgmma(False, True, True, 64, "cuda:0", payload, kernel)
     with pytest.raises(ValueError, match="expected 64 heads, got 32"):
-        score.check_wgmma(1, True, True, True, 32, "cuda:0", payload, kernel)
+        score.check_wgmma(True, True, True, 32, "cuda:0", payload, kernel)
     # The query prologue loads the payload 16 bytes at a time: a row at a 4-byte offset is refused.
     shifted = payload.flatten()[4:].unflatten(0, (1, -1))[:, :64 * 64].view(1, 64, 64)
     with pytest.raises(ValueError, match=r"16-byte aligned, got a storage offset of 4 bytes, a row stride of 4096"):
-        score.check_wgmma(1, True, True, True, 64, "cuda:0", shifted, kernel)
+        score.check_wgmma(True, True, True, 64, "cuda:0", shifted, kernel)
     old = type("OldKernel", (), {"arg_names": [n for n in kernel.arg_names if n != "WGMMA"]})()
     with pytest.raises(ValueError, match="expected a kernel that takes WGMMA"):
-        score.check_wgmma(1, True, True, True, 64, "cuda:0", payload, old)
+        score.check_wgmma(True, True, True, 64, "cuda:0", payload, old)
     monkeypatch.setattr(score, "capability_major", lambda device: 10)
     with pytest.raises(ValueError, match="expected an sm_90 CUDA device"):
-        score.check_wgmma(1, True, True, True, 64, "cuda:0", payload, kernel)
+        score.check_wgmma(True, True, True, 64, "cuda:0", payload, kernel)
 
 
 @pytest.mark.skipif(not INTERPRETER, reason="needs TRITON_INTERPRET=1 and triton")
@@ -347,6 +345,8 @@ def test_the_query_prologue_writes_the_operand(rows, rows_here, folds):
     assert got[0] == want[0]
     assert got[1] == want[1]
     assert got[2] == want[2] and (got[2] >= 0) == folds
+    # The stand-in takes QMAX's shuffles as the quad's (lanes ^1, then ^2): so must the asm.
+    assert re.findall(r"shfl\.sync\.bfly\.b32 x, \S+, (\d+), 31", wgmma_source.QMAX) == ["1", "2"]
     # The case is not degenerate: words and weights inside the rows are not zero.
     assert sum(v != 0 for v in want[0].values()) > n * 16 * rows_here // rows
     assert all(want[1][4 * c] != 0 for c in range(64 * rows_here))

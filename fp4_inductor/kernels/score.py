@@ -202,14 +202,11 @@ def launch_forms(exact: str, asm: bool, word_fed: bool, tile_pages: int, num_war
             dict(MODE=2, SHARE_PAGES=tile_pages, SETUP_UNITS=setup, PAIRS=False, SPLIT=split, WGMMA=0, **exact_pass)]
 
 
-def check_wgmma(wgmma, word_fed: bool, gpu: bool, asm: bool, heads: int, device, q_payload: torch.Tensor,
-                kernel) -> None:
-    """The ``wgmma`` tuning's conditions (a ValueError naming what is missing): 0 or 1, an sm_90
-    GPU (CUDA), FP4 queries on the word-fed hot pass with the PTX builder (16-byte-aligned cache
-    rows, exact="fixup"), 64 heads, query payload rows 16-byte aligned (the query prologue loads
-    16 bytes at a time), a kernel that takes ``WGMMA`` (not a copy from before it)."""
-    if not (isinstance(wgmma, int) and wgmma in (0, 1)):
-        raise ValueError(f"wgmma: expected 0 or 1, got {wgmma!r}")
+def check_wgmma(word_fed: bool, gpu: bool, asm: bool, heads: int, device, q_payload: torch.Tensor, kernel) -> None:
+    """The ``wgmma=1`` tuning's conditions (a ValueError naming what is missing): an sm_90 GPU
+    (CUDA), FP4 queries on the word-fed hot pass with the PTX builder (16-byte-aligned cache rows,
+    exact="fixup"), 64 heads, query payload rows 16-byte aligned (the query prologue loads 16
+    bytes at a time), a kernel that takes ``WGMMA`` (not a copy from before it)."""
     if not (gpu and torch.version.hip is None and capability_major(device) == 9):
         raise ValueError(f"wgmma: expected an sm_90 CUDA device, got {device}")
     if not (word_fed and asm):
@@ -283,6 +280,8 @@ def launch_score_paged(
     # longer verify groups are split into row blocks, each still sharing its key reads.
     rows_per_block = min(next_power_of_2(max_query_len), max(1, tuning.get("max_columns", 128) // heads))
     wgmma = tuning.get("wgmma", 0)
+    if not (isinstance(wgmma, int) and wgmma in (0, 1)):
+        raise ValueError(f"wgmma: expected 0 or 1, got {wgmma!r}")
     if wgmma:
         # The wgmma hot pass takes blocks of 2 or 4 rows (128 or 256 columns at 64 heads).
         rows_per_block = 2 if max_query_len <= 2 else 4
@@ -298,7 +297,7 @@ def launch_score_paged(
     # the integer builder) wherever the words are 4-byte aligned, so CPU runs execute it.
     word_fed = word_fed_pass(exact, query_float) and (asm if gpu else rows_aligned(cache, 4))
     if wgmma:
-        check_wgmma(wgmma, word_fed, gpu, asm, heads, cache.device, q_payload, kernel)
+        check_wgmma(word_fed, gpu, asm, heads, cache.device, q_payload, kernel)
     tile_pages, num_warps, per_sm, pairs, split, setup = launch_plan(word_fed, rows_per_block * heads, tuning, wgmma)
     if word_fed and (64 * tile_pages) % (16 * num_warps):
         raise ValueError(f"tile_pages: the word-fed loop needs 64 * tile_pages to be a multiple of 16 * num_warps, "

@@ -54,9 +54,9 @@ WAIT_256_2 = tl.constexpr('{ .shared .align 4 .b32 fp4_order[128]; .reg .u32 o, 
 
 
 @triton.jit
-def wgmma_rows2(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride,
-                          weights_ptr, weights_stride, weights_head_stride, bt_row, block_table_page_stride,
-                          first_row, rows_here, row_ends, page_begin, page_end):
+def wgmma_rows2(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, weights_ptr,
+                weights_stride, weights_head_stride, bt_row, block_table_page_stride, first_row, rows_here,
+                row_ends, page_begin, page_end):
     ROWS: tl.constexpr = 2
     thread = tl.arange(0, 128)
     zero = tl.zeros([128], tl.int32)
@@ -428,9 +428,9 @@ def wgmma_rows2(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cac
 
 
 @triton.jit
-def wgmma_rows4(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride,
-                          weights_ptr, weights_stride, weights_head_stride, bt_row, block_table_page_stride,
-                          first_row, rows_here, row_ends, page_begin, page_end):
+def wgmma_rows4(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, weights_ptr,
+                weights_stride, weights_head_stride, bt_row, block_table_page_stride, first_row, rows_here,
+                row_ends, page_begin, page_end):
     ROWS: tl.constexpr = 4
     thread = tl.arange(0, 128)
     zero = tl.zeros([128], tl.int32)

@@ -303,9 +303,9 @@ PACKAGE_PAGE = "tl.load(bt_row + tl.minimum({index}, last) * block_table_page_st
 # accumulators live: 4 and 3 programs per SM at 2 and 4 rows, score.WGMMA_REGISTERS), and the
 # query prologue in 16-byte loads (``VECTOR_QUERY``). Of the four forms timed on an H100
 # (docs/benchmarks.md, stops 51 and 53: both halves in flight with the weights in registers, or
-# this; the prologue a word per thread, or this), the fastest at 2 and at 4 rows: 169-170 us at
-# next_n=4 against 180-183 for the next and 202-204 for the default hot pass; 113 at next_n=2
-# against 115-124, and 107 for the default.
+# this; the prologue a word per thread, or this), the fastest at 2 and at 4 rows: at next_n=4
+# 169-170 us against 180-181 with the word prologue, 182-183 with both halves in flight and
+# 202-204 for the default hot pass; at next_n=2 113 against 115-116, 124 and 107 (the default).
 PACKAGE_HALVES, PACKAGE_SHARED_WEIGHTS = 2, True
 DEPTH = 1  # keys loaded a step earlier than the step that builds their operand
 # The query prologue: each thread takes one group of a query column (its 4 payload words in one
@@ -378,26 +378,22 @@ def request_source(rows: int) -> str:
     the program), then the key loop. Returns ``fewest`` updated: below 0 where a key or the query
     does not fold, as the package's hot pass."""
     n = 64 * rows
-    halves, shared_weights = PACKAGE_HALVES, PACKAGE_SHARED_WEIGHTS
     query_block = block(query_prologue(n), 4)
     rr = "tl.arange(0, ROWS)"
     rows_lines = [f"limit{r} = tl.where({r} < rows_here, tl.minimum(tl.sum(tl.where({rr} == {r}, row_ends, 0), "
                   f"axis=0), page_end * 64), 0)" for r in range(rows)]
     rows_lines += [f"out_row{r} = (first_row + {r}).to(tl.int64) * out_stride" for r in range(rows)]
-    if shared_weights:
-        weights = ["weights_at = weights_at + 8 * t"]
-    else:
-        weights = [f"w{2 * j}, w{2 * j + 1} = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [weights_at + 8 * t + "
-                   f"{32 * j}], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)" for j in range(n // 8)]
+    # The folded weights stay in shared memory (PACKAGE_SHARED_WEIGHTS): each thread's own pair.
+    weights = ["weights_at = weights_at + 8 * t"]
     prologue = tile_prologue(DEPTH, "page_begin", PACKAGE_PAGE)
-    body = tile_body(n, rows, DEPTH, halves, shared_weights, PACKAGE_PAGE)
+    body = tile_body(n, rows, DEPTH, PACKAGE_HALVES, PACKAGE_SHARED_WEIGHTS, PACKAGE_PAGE)
 
     return f'''
 
 @triton.jit
-def wgmma_rows{rows}(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride,
-                          weights_ptr, weights_stride, weights_head_stride, bt_row, block_table_page_stride,
-                          first_row, rows_here, row_ends, page_begin, page_end):
+def wgmma_rows{rows}(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, weights_ptr,
+                weights_stride, weights_head_stride, bt_row, block_table_page_stride, first_row, rows_here,
+                row_ends, page_begin, page_end):
     ROWS: tl.constexpr = {rows}
 {block(THREAD_LINES, 4)}
     query_fold = zero + 3
