@@ -50,9 +50,9 @@ for rows in (2, 4):
     kernel = compile_scorer(score.score_paged_kernel, rows, hot, maxnreg=cap)
     usage = dump_cubin(kernel.asm["cubin"], "resource-usage")
     out[str(rows)] = dict(plan=plan, hot=hot, cap=cap, warnings=ptxas_verdict(kernel.asm["ptx"])[1],
-                                 registers=int(usage.split("REG:")[1].split()[0]),
-                                 stack=int(usage.split("STACK:")[1].split()[0]), order=wgmma_order(kernel.asm["cubin"]),
-                                 loop=dot_loop_spills(kernel.asm["cubin"]))
+                          registers=int(usage.split("REG:")[1].split()[0]),
+                          stack=int(usage.split("STACK:")[1].split()[0]), order=wgmma_order(kernel.asm["cubin"]),
+                          loop=dot_loop_spills(kernel.asm["cubin"]))
 print(json.dumps(out))
 """
 
@@ -238,9 +238,10 @@ def _expected_prologue(n, payload, scales, weights, first_row, rows_here):
     16 goes to 4c. Columns past the block's rows: zero words and weight 0. Returns (shared words,
     weights' words, the smallest fold)."""
     shared, weight_words, fold = {}, {}, 3
+    scales = scales.reshape(-1, 4, 16, 4)  # the queries' scale layout [rows, 1, 4, 16, 4], flattened
     for c in range(n):
         row, head, valid = first_row + c // 64, c % 64, c // 64 < rows_here
-        exps = [int(scales[row * 256 + t * 64 + head % 16 * 4 + head // 16]) if valid else 127 for t in range(4)]
+        exps = [int(scales[row, t, head % 16, head // 16]) if valid else 127 for t in range(4)]
         for t in range(4):
             shift = 3 - (max(exps) - exps[t])
             fold = min(fold, shift)
@@ -334,8 +335,8 @@ def test_the_query_prologue_writes_the_operand(rows, rows_here, folds):
     scales = gen.integers(123, 127, size=total_rows * 256).astype(np.uint8)  # groups within 2**3: all fold
     if not folds:
         # Head 5 of the last row: groups 0 and 2 lie 2**8 apart ([r, 0, g, h % 16, h // 16]).
-        scales[(total_rows - 1) * 256 + 2 * 64 + 5 * 4] = 126
-        scales[(total_rows - 1) * 256 + 0 * 64 + 5 * 4] = 118
+        grouped = scales.reshape(total_rows, 4, 16, 4)
+        grouped[-1, 2, 5, 0], grouped[-1, 0, 5, 0] = 126, 118
     weights = gen.standard_normal(total_rows * 64).astype(np.float32)
     first_row = total_rows - rows_here
     n = 64 * rows

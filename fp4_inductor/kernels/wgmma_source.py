@@ -331,7 +331,6 @@ VECTOR_QUERY = [
 ]
 
 
-
 def block(lines: list[str], spaces: int) -> str:
     return "\n".join(" " * spaces + line for line in lines)
 
