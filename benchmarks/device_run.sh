@@ -14,10 +14,11 @@
 # values, waits and time of a tile loop; `wgmma_accumulators.py`: the fp8 dot's sums; about 30 s);
 # `scorer` the hot pass on inline-PTX wgmmas (`wgmma_scorer.py`: logits against float64 and the
 # package's, then both timed; about 270 s on a cold Triton cache); `hotwg` the package's wgmma hot
-# pass (the launcher's `wgmma` tuning, off by default): its GPU tests, then timed against the
-# default hot pass (`score_ab.py`; their logits differ in the float32 sums' order, so "DIFFERS" is
+# pass (the launcher's `wgmma` tuning; by default from 3 rows per request): its GPU tests, then the
+# launcher's default timed against `wgmma=0` (`score_ab.py`; VARIANTS sets the variants; where the
+# default takes the wgmma pass their logits differ in the float32 sums' order, so "DIFFERS" is
 # expected there; the tests check both against float64; for a short call, K and SHAPES narrow what
-# runs and TEST_S and AB_S set the time limits); `wgprobe` the package's wgmma hot pass beside the
+# runs, TEST_S and AB_S set the time limits, TEST_S=0 skips the tests); `wgprobe` the package's wgmma hot pass beside the
 # prototype (same halves and weights) under ncu at next_n=4 and 2, then ncu's source-level sampling
 # of the package's at next_n=4 ($OUT/wgprobe_source.csv.gz: stalls per SASS line, summed by part
 # with benchmarks/ncu_source_summary.py; about 400 s cold).
@@ -68,13 +69,16 @@ scorer)
   grep -E "^(\| [0-9]|FAILED)" "$OUT/wgmma_scorer.log" | grep -v "^| 4x4096"
   ;;
 hotwg)
-  timeout "${TEST_S:-200}" python3 -m pytest -q -p no:cacheprovider -rfE tests/test_wgmma.py -m gpu ${K:+-k "$K"} \
-    > "$OUT/wgmma_tests.log" 2>&1
-  [ $? = 124 ] && echo "CUT OFF after ${TEST_S:-200} s: the wgmma GPU tests did not finish"
-  tail -2 "$OUT/wgmma_tests.log"; grep -E "^(FAILED|ERROR)" "$OUT/wgmma_tests.log" | head
+  if [ "${TEST_S:-200}" != 0 ]; then
+    timeout "${TEST_S:-200}" python3 -m pytest -q -p no:cacheprovider -rfE tests/test_wgmma.py -m gpu ${K:+-k "$K"} \
+      > "$OUT/wgmma_tests.log" 2>&1
+    [ $? = 124 ] && echo "CUT OFF after ${TEST_S:-200} s: the wgmma GPU tests did not finish"
+    tail -2 "$OUT/wgmma_tests.log"; grep -E "^(FAILED|ERROR)" "$OUT/wgmma_tests.log" | head
+  fi
   cd benchmarks
-  PYTHONPATH=$PWD/..:$PWD timeout "${AB_S:-240}" python3 score_ab.py --shapes ${SHAPES:-64x32768x4,64x32768x2,16x131072x2} \
-    --rounds 2 shipped shipped:wgmma=1 > "$OUT/wgmma_ab.log" 2>&1 || echo "score_ab: rc $?"
+  PYTHONPATH=$PWD/..:$PWD timeout "${AB_S:-240}" python3 score_ab.py \
+    --shapes ${SHAPES:-64x32768x4,64x32768x3,64x32768x2,16x131072x2} --rounds 2 ${VARIANTS:-shipped:wgmma=0 shipped} \
+    > "$OUT/wgmma_ab.log" 2>&1 || echo "score_ab: rc $?"
   grep -h "^| [0-9]" "$OUT/wgmma_ab.log" | awk '!seen[$0]++'
   ;;
 wgprobe)

@@ -1,11 +1,13 @@
 """The scorer's hot pass on int8 wgmmas in inline PTX (``kernels/score_wgmma.py``, written by
-``kernels/wgmma_source.py``; the launcher's ``wgmma`` tuning, off by default): the checked-in
-kernel is what its generator writes; compiled for sm_90 on any machine, no wgmma is serialized by
-ptxas, the tile loop's two half dots run one after the other and the register caps hold with no
-spill in the tile loop (a few stack words in the query prologue); the query prologue writes the
-operand and folded weights it should (run on numpy); the launcher refuses what it cannot run;
-on an sm_90 GPU, its logits match float64 on ragged, permuted batches, with keys and queries
-that do not fold (the exact pass after it), and nothing is written outside the valid region."""
+``kernels/wgmma_source.py``; by default for blocks of 4 rows on sm_90, ``wgmma_default``): the
+checked-in kernel is what its generator writes; compiled for sm_90 on any machine, no wgmma is
+serialized by ptxas, the tile loop's two half dots run one after the other and the register caps
+hold with no spill in the tile loop (a few stack words in the query prologue); the query
+prologue writes the operand and folded weights it should (run on numpy); the launcher refuses
+what it cannot run, and takes the pass by default where its conditions hold; on an sm_90 GPU,
+its logits match float64 on ragged, permuted batches, with keys and queries that do not fold
+(the exact pass after it), nothing is written outside the valid region, and the public op takes
+it from 3 rows per request."""
 
 import json
 import os
@@ -123,6 +125,92 @@ def test_the_wgmma_conditions(monkeypatch):
         score.check_wgmma(True, True, True, 64, "cuda:0", payload, kernel)
 
 
+class _CudaOut:
+    """A stand-in for a real (not fake) CUDA output tensor, for ``wgmma_default`` on a machine
+    without a GPU."""
+    is_cuda = True
+    device = torch.device("cuda:0")
+
+
+def test_the_wgmma_default(monkeypatch):
+    """``wgmma_default``: the wgmma hot pass for a longest request of 3 rows or more where its
+    conditions hold, launched with real tensors; each missing condition keeps the default hot
+    pass (the device checks pass with stand-ins for the capability and the HIP version)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    from fp4_inductor.kernels import score
+
+    monkeypatch.setattr(score, "capability_major", lambda device: 9)
+    monkeypatch.setattr(score.torch.version, "hip", None)
+    payload = torch.zeros(3, 64, 64, dtype=torch.uint8)
+    kernel = score.score_paged_kernel
+    met = dict(word_fed=True, asm=True, heads=64, max_query_len=4, q_payload=payload, out=_CudaOut(), kernel=kernel)
+
+    def default(**change):
+        return score.wgmma_default(**{**met, **change})
+
+    assert default() and default(max_query_len=3) and default(max_query_len=8)
+    with FakeTensorMode():
+        fake_out = torch.empty(3, 256, device="cuda")
+    shifted = payload.flatten()[4:].unflatten(0, (1, -1))[:, :64 * 64].view(1, 64, 64)
+    old = type("OldKernel", (), {"arg_names": [n for n in kernel.arg_names if n != "WGMMA"]})()
+    for change in (dict(max_query_len=2), dict(max_query_len=1), dict(max_query_len=ShapeEnv().create_unbacked_symint()),
+                   dict(heads=32), dict(word_fed=False), dict(asm=False), dict(q_payload=shifted), dict(kernel=old),
+                   dict(out=torch.empty(3, 256)), dict(out=fake_out)):
+        assert default(**change) is False, change
+    monkeypatch.setattr(score, "capability_major", lambda device: 10)
+    assert default() is False
+    monkeypatch.setattr(score, "capability_major", lambda device: 9)
+    monkeypatch.setattr(score.torch.version, "hip", "6.4")
+    assert default() is False
+
+
+def test_the_launcher_takes_the_wgmma_default(gen, monkeypatch):
+    """The launcher asks ``wgmma_default`` when the launch names neither ``wgmma`` nor a tuning
+    that shapes the hot pass, and then launches the wgmma plan (4-row blocks, a page per tile on 4
+    warps, the register cap on the hot pass only); ``wgmma=0`` or a hot-pass tuning keeps the
+    default hot pass without asking. Launches recorded, not run (the CPU has no wgmma)."""
+    from fp4_inductor.kernels import score
+
+    case = scoring_case(gen, "cpu", heads=64, query_lens=[4, 3], seq_lens=[300, 70])
+    query = fp4.quantize_queries(case["q"])
+    out = torch.full((case["q"].shape[0], case["block_table"].shape[1] * 64), float("nan"))
+    args = (out, *query, case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"],
+            case["max_query_len"])
+    asked, launches = [], []
+
+    class Recorder:
+        def __init__(self, kernel):
+            pass
+
+        def __getitem__(self, grid):
+            return lambda *launch_args, **named: launches.append((grid, named))
+
+    def answer(*given):
+        asked.append(given)
+        return True
+
+    monkeypatch.setattr(score, "wrapped", Recorder)
+    monkeypatch.setattr(score, "wgmma_default", answer)
+    score.launch_score_paged(*args, asm=True)
+    assert len(asked) == 1
+    word_fed, asm, heads, max_query_len, q_payload, given_out, kernel = asked[0]
+    assert (word_fed, asm, heads, max_query_len, given_out, kernel) == (True, True, 64, 4, out, score.score_paged_kernel)
+    assert q_payload.data_ptr() == query[0].data_ptr()
+    (hot_grid, hot), (exact_grid, exact) = launches
+    assert (hot["WGMMA"], hot["ROWS"], hot["TILE_PAGES"], hot["WARPS"], hot["maxnreg"]) == (1, 4, 1, 4, 168)
+    assert (exact["MODE"], exact["WGMMA"], exact["ROWS"]) == (2, 0, 4) and "maxnreg" not in exact
+    assert hot_grid == (65536 // (128 * 168) * 4, 1) and exact_grid == hot_grid
+    for tuning in (dict(wgmma=0), dict(tile_pages=2), dict(num_warps=8), dict(max_columns=128), dict(pairs=False),
+                   dict(programs_per_sm=1)):
+        asked.clear(), launches.clear()
+        score.launch_score_paged(*args, asm=True, **tuning)
+        assert asked == [] and {named["WGMMA"] for _, named in launches} == {0}, tuning
+        assert launches[0][1]["ROWS"] == 2 and launches[0][0][1] == 2, tuning
+    assert out.isnan().all()  # recorded, not run
+
+
 @pytest.mark.skipif(not INTERPRETER, reason="needs TRITON_INTERPRET=1 and triton")
 def test_the_exact_pass_at_four_rows(gen):
     """With 4-row blocks (the wgmma plan at next_n=3 or 4) the exact pass runs at 256 columns, which
@@ -186,10 +274,43 @@ def test_logits_match_float64_on_the_gpu(gen, query_lens, seq_lens, programs):
     args = (*query, case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"],
             case["max_query_len"])
     extra = {} if programs is None else {"programs": programs}
-    for tuning in ({"wgmma": 1, **extra}, extra):
+    for tuning in ({"wgmma": 1, **extra}, {"wgmma": 0, **extra}):
         out = torch.full((q.shape[0], width), float("nan"), device="cuda")
         launch_score_paged(out, *args, **tuning)
         assert_matches_float64(out, query, case)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.version.hip is not None
+                    or torch.cuda.get_device_capability()[0] != 9, reason="needs an sm_90 NVIDIA GPU")
+@pytest.mark.parametrize("query_lens, wgmma", [([1, 1], 0), ([2, 1], 0), ([3, 1, 2], 1), ([4, 4], 1), ([8, 2], 1)])
+def test_the_public_op_takes_the_wgmma_pass_by_default(gen, monkeypatch, query_lens, wgmma):
+    """``fp4.score_paged`` on an sm_90 GPU (eager, quantized queries from ``quantize_queries``):
+    the hot pass on wgmmas (4-row blocks) where the longest request has 3 rows or more, the
+    default hot pass below; logits within 1e-5 of float64 either way."""
+    from fp4_inductor.kernels import score
+
+    seen, original = [], score.wrapped
+
+    class Spy:
+        def __init__(self, kernel):
+            self.launcher = original(kernel)
+
+        def __getitem__(self, grid):
+            def launch(*launch_args, **named):
+                seen.append((named["MODE"], named["WGMMA"], named["ROWS"]))
+                return self.launcher[grid](*launch_args, **named)
+            return launch
+
+    monkeypatch.setattr(score, "wrapped", Spy)
+    case = scoring_case(gen, "cuda", heads=64, query_lens=query_lens, seq_lens=[1500, 700, 90][:len(query_lens)])
+    query = fp4.quantize_queries(case["q"])
+    out = fp4.score_paged(query, case["cache"], case["weights"], case["block_table"], case["query_starts"],
+                          case["row_ends"], case["max_query_len"])
+    rows = 4 if wgmma else min(2, max(query_lens))
+    assert seen == [(1, wgmma, rows), (2, 0, rows)]
+    out[~reference.valid_region(case["query_starts"], case["row_ends"], out.shape[1])] = float("nan")
+    assert_matches_float64(out, query, case)
 
 
 class _Lanes(np.ndarray):

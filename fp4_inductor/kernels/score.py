@@ -224,6 +224,35 @@ def check_wgmma(word_fed: bool, gpu: bool, asm: bool, heads: int, device, q_payl
         raise ValueError(f"wgmma: expected a kernel that takes WGMMA, got {getattr(kernel, '__name__', kernel)}")
 
 
+# The tunings that shape the hot pass: a launch given any of them keeps the default hot pass
+# unless it also sets ``wgmma``.
+HOT_PASS_KEYS = frozenset(("tile_pages", "num_warps", "programs_per_sm", "pairs", "max_columns"))
+
+# The fewest rows of the longest request (``max_query_len``) that take the wgmma hot pass by
+# default: from 3, its blocks are of 4 rows.
+WGMMA_MIN_ROWS = 3
+
+
+def wgmma_default(word_fed: bool, asm: bool, heads: int, max_query_len, q_payload: torch.Tensor,
+                  out: torch.Tensor, kernel) -> bool:
+    """Whether a launch that names no ``wgmma`` takes the wgmma hot pass: where ``check_wgmma``'s
+    conditions hold (an sm_90 CUDA device, FP4 queries on the word-fed pass with the PTX builder,
+    64 heads, 16-byte-aligned query rows, a kernel that takes ``WGMMA``), for blocks of 4 rows
+    (a longest request of ``WGMMA_MIN_ROWS`` rows or more), launched with real tensors.
+
+    H100, A/B on one machine (docs/benchmarks.md, stop 53): 64 x 32768 next_n=4 169.3-170.4 us
+    against 202.3-204.2 for the default hot pass. At 2-row blocks it is slower (next_n=2 113.1
+    against 106.6-107.4; 16 x 131072 111.1 against 103.3-103.5), so those keep the default.
+    Not while tracing (fake tensors): its register cap is a ``maxnreg`` launch option, which
+    torch's traced launches of a Triton kernel do not take (``dependent_launch``), and without
+    it the pass was not measured. There the default hot pass runs."""
+    if not (word_fed and asm and heads == 64 and isinstance(max_query_len, int) and max_query_len >= WGMMA_MIN_ROWS):
+        return False
+    if not out.is_cuda or torch.version.hip or is_fake(out) or capability_major(out.device) != 9:
+        return False
+    return rows_aligned(q_payload, 16) and "WGMMA" in kernel.arg_names
+
+
 def _sixteen_byte_aligned(cache: torch.Tensor) -> bool:
     """Whether every section starts 16-byte aligned. The PTX builder packs each thread's four
     consecutive payload bytes into one register; Triton keeps 16 consecutive bytes per thread
@@ -279,13 +308,8 @@ def launch_score_paged(
     # Rows of a request are scored together up to 128 columns (rows x heads);
     # longer verify groups are split into row blocks, each still sharing its key reads.
     rows_per_block = min(next_power_of_2(max_query_len), max(1, tuning.get("max_columns", 128) // heads))
-    wgmma = tuning.get("wgmma", 0)
-    if not (isinstance(wgmma, int) and wgmma in (0, 1)):
-        raise ValueError(f"wgmma: expected 0 or 1, got {wgmma!r}")
-    if wgmma:
-        # The wgmma hot pass takes blocks of 2 or 4 rows (128 or 256 columns at 64 heads).
-        rows_per_block = 2 if max_query_len <= 2 else 4
-    row_blocks = cdiv(max_query_len, rows_per_block)
+    if "wgmma" in tuning and not (isinstance(tuning["wgmma"], int) and tuning["wgmma"] in (0, 1)):
+        raise ValueError(f"wgmma: expected 0 or 1, got {tuning['wgmma']!r}")
     asm = tuning.get("asm", gpu and torch.version.hip is None and _sixteen_byte_aligned(cache))
     # "fixup" (the default): a hot kernel without the exact path and without a per-tile vote,
     # then the exact path in the programs that marked a key; 1.5-1.7x faster than "inline"
@@ -296,8 +320,17 @@ def launch_score_paged(
     # The word-fed hot loop: on the GPU with the PTX builder; the interpreter takes it too (with
     # the integer builder) wherever the words are 4-byte aligned, so CPU runs execute it.
     word_fed = word_fed_pass(exact, query_float) and (asm if gpu else rows_aligned(cache, 4))
+    if "wgmma" in tuning:
+        wgmma = tuning["wgmma"]
+        if wgmma:
+            check_wgmma(word_fed, gpu, asm, heads, cache.device, q_payload, kernel)
+    else:
+        wgmma = int(not HOT_PASS_KEYS & set(tuning) and wgmma_default(word_fed, asm, heads, max_query_len, q_payload,
+                                                                          out, kernel))
     if wgmma:
-        check_wgmma(word_fed, gpu, asm, heads, cache.device, q_payload, kernel)
+        # The wgmma hot pass takes blocks of 2 or 4 rows (128 or 256 columns at 64 heads).
+        rows_per_block = 2 if max_query_len <= 2 else 4
+    row_blocks = cdiv(max_query_len, rows_per_block)
     tile_pages, num_warps, per_sm, pairs, split, setup = launch_plan(word_fed, rows_per_block * heads, tuning, wgmma)
     if word_fed and (64 * tile_pages) % (16 * num_warps):
         raise ValueError(f"tile_pages: the word-fed loop needs 64 * tile_pages to be a multiple of 16 * num_warps, "
