@@ -21,7 +21,8 @@
 # runs, TEST_S and AB_S set the time limits, TEST_S=0 skips the tests); `wgprobe` the package's wgmma hot pass beside the
 # prototype (same halves and weights) under ncu at next_n=4 and 2, then ncu's source-level sampling
 # of the package's at next_n=4 ($OUT/wgprobe_source.csv.gz: stalls per SASS line, summed by part
-# with benchmarks/ncu_source_summary.py; about 400 s cold).
+# with benchmarks/ncu_source_summary.py; about 400 s cold); `traced` the wgmma hot pass under
+# torch.compile (`traced_wgmma.py`: eager against compiled, bits and time; about 100 s).
 # Logs go to $OUT.
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp}
@@ -92,6 +93,10 @@ wgprobe)
     --print-source sass 2>&1 | gzip > "$OUT/wgprobe_source.csv.gz"
   tail -2 "$OUT/wgprobe_ncu.log"
   [ -f "$OUT/wgprobe_source.csv.gz" ] && python3 benchmarks/ncu_source_summary.py "$OUT/wgprobe_source.csv.gz"
+  ;;
+traced)
+  timeout 200 python3 benchmarks/traced_wgmma.py > "$OUT/traced_wgmma.log" 2>&1 || echo "traced_wgmma: rc $?"
+  grep "^|" "$OUT/traced_wgmma.log"
   ;;
 cuts)
   python3 benchmarks/cut_parts.py /tmp/cuts > /dev/null || exit 1

@@ -118,9 +118,11 @@ def launch_plan(word_fed: bool, columns: int, tuning: dict, wgmma: int = 0) -> t
     if wgmma:
         # The hot pass on wgmmas in inline PTX (``score_wgmma``): one warpgroup, a page per tile;
         # as many programs per SM as its register cap allows (``WGMMA_REGISTERS``). H100, A/B
-        # against the default hot pass (docs/benchmarks.md, stop 53): next_n=4 169.3-170.4 us
-        # against 202.3-204.2; next_n=2 113.1 against 106.6-107.4; 16 x 131072 111.1 against
-        # 103.3-103.5. Fewer or more programs per SM than planned: slower (stop 51).
+        # against the default hot pass (docs/benchmarks.md, stops 53 and 54): next_n=4
+        # 169.3-171.1 us against 201.6-204.5; next_n=3 166.1-166.3 against 200.7-200.8; next_n=2
+        # 113.1 against 106.6-107.4; 16 x 131072 111.1 against 103.3-103.5 (by default it takes
+        # only blocks of 4 rows: ``wgmma_default``). Fewer or more programs per SM than planned:
+        # slower (stop 51).
         plan = (1, 4, 65536 // (128 * WGMMA_REGISTERS[columns]), False)
     elif word_fed:
         plan = (4, 16, 1, False) if columns <= 64 else (2, 8, 1, True)
@@ -240,12 +242,16 @@ def wgmma_default(word_fed: bool, asm: bool, heads: int, max_query_len, q_payloa
     64 heads, 16-byte-aligned query rows, a kernel that takes ``WGMMA``), for blocks of 4 rows
     (a longest request of ``WGMMA_MIN_ROWS`` rows or more), launched with real tensors.
 
-    H100, A/B on one machine (docs/benchmarks.md, stop 53): 64 x 32768 next_n=4 169.3-170.4 us
-    against 202.3-204.2 for the default hot pass. At 2-row blocks it is slower (next_n=2 113.1
+    H100, A/B in one call (docs/benchmarks.md, stop 54): 64 x 32768 next_n=4 171.0-171.1 us
+    against 201.6-204.5 with ``wgmma=0``; next_n=3 (one 4-row block against two 2-row blocks)
+    166.1-166.3 against 200.7-200.8. At 2-row blocks it is slower (stop 53: next_n=2 113.1
     against 106.6-107.4; 16 x 131072 111.1 against 103.3-103.5), so those keep the default.
     Not while tracing (fake tensors): its register cap is a ``maxnreg`` launch option, which
-    torch's traced launches of a Triton kernel do not take (``dependent_launch``), and without
-    it the pass was not measured. There the default hot pass runs."""
+    Inductor's launches of a user kernel drop (its configs keep warps and stages). Traced without
+    the cap (H100, torch 2.11, stop 54), the pass gives eager's bits but no time: 202.7 us at two
+    programs per SM, 267.3 at the capped plan's three, against 201.7 for the default hot pass
+    compiled. There the default hot pass runs, so at these shapes eager and compiled logits agree
+    to float32 rounding, not bit for bit (docs/compile.md)."""
     if not (word_fed and asm and heads == 64 and isinstance(max_query_len, int) and max_query_len >= WGMMA_MIN_ROWS):
         return False
     if not out.is_cuda or torch.version.hip or is_fake(out) or capability_major(out.device) != 9:
