@@ -61,8 +61,10 @@ def main():
         word_fed and asm and heads == 64 and rows >= score.WGMMA_MIN_ROWS)
     try:
         for per_sm in (65536 // (128 * cap[256]), 2):
-            score.WGMMA_REGISTERS = _CapOnlyInThePlan(per_sm)
+            score.WGMMA_REGISTERS = looked_up = _CapOnlyInThePlan(per_sm)
             compiled_row(f"compiled, wgmma pass traced, no cap, {per_sm} programs per SM")
+            # Each traced launch looked the cap up twice (plan, then cap): else the answers mixed.
+            assert looked_up.calls and looked_up.calls % 2 == 0, looked_up.calls
     finally:
         score.WGMMA_REGISTERS, score.wgmma_default = cap, default
     print("| 64 x 32768, next_n=4 | us | bits against eager |\n| --- | --- | --- |")

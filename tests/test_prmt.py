@@ -121,8 +121,9 @@ def four_columns_per_call(layout: str) -> bool:
 
 def default_launches() -> list[tuple[int, bool, dict]]:
     """(rows per block, bf16 queries, form) of every launch with the PTX builder that the
-    scorer makes on an aligned CUDA cache at 64 heads, next_n=1 and 2, both exact forms; then
-    a few tuning forms (one page per tile)."""
+    scorer makes on an aligned CUDA cache at 64 heads, next_n=1 and 2, both exact forms, and
+    from next_n=3 the exact pass after the wgmma hot pass (4-row blocks; the wgmma pass itself
+    is compiled in tests/test_wgmma.py); then a few tuning forms (one page per tile)."""
     from fp4_inductor.kernels.score import launch_forms, launch_plan, word_fed_pass
 
     launches = []
@@ -134,6 +135,9 @@ def default_launches() -> list[tuple[int, bool, dict]]:
                 forms = launch_forms(exact, True, word_fed, tile, warps, pairs, split, setup)
                 forms += launch_forms(exact, True, word_fed, 1, 4)
                 launches += [(rows, query_float, form) for form in forms if form["ASM"]]
+    tile, warps, _, pairs, split, setup = launch_plan(True, 4 * 64, {}, 1)
+    launches += [(4, False, form) for form in launch_forms("fixup", True, True, tile, warps, pairs, split, setup, 1)
+                 if form["MODE"] == 2]
     unique = {json.dumps(launch, sort_keys=True): launch for launch in launches}
     return list(unique.values())
 

@@ -94,6 +94,10 @@ def test_the_launcher_refuses_what_it_cannot_run(gen):
     for bad in (5, 2, "1", 1.0, None):
         with pytest.raises(ValueError, match=re.escape(f"wgmma: expected 0 or 1, got {bad!r}")):
             launch_score_paged(*args, wgmma=bad)
+    empty = list(args)
+    empty[5] = case["block_table"][:0]  # no requests: refused all the same, before the early return
+    with pytest.raises(ValueError, match=re.escape("wgmma: expected 0 or 1, got 5")):
+        launch_score_paged(*empty, wgmma=5)
     with pytest.raises(ValueError, match="wgmma: expected an sm_90 CUDA device, got cpu"):
         launch_score_paged(*args, wgmma=1)
     assert out.isnan().all()  # nothing written
@@ -125,17 +129,11 @@ def test_the_wgmma_conditions(monkeypatch):
         score.check_wgmma(True, True, True, 64, "cuda:0", payload, kernel)
 
 
-class _CudaOut:
-    """A stand-in for a real (not fake) CUDA output tensor, for ``wgmma_default`` on a machine
-    without a GPU."""
-    is_cuda = True
-    device = torch.device("cuda:0")
-
-
 def test_the_wgmma_default(monkeypatch):
-    """``wgmma_default``: the wgmma hot pass for a longest request of 3 rows or more where its
-    conditions hold, launched with real tensors; each missing condition keeps the default hot
-    pass (the device checks pass with stand-ins for the capability and the HIP version)."""
+    """``wgmma_default``: the wgmma hot pass for a longest request of 3 rows or more where
+    ``check_wgmma``'s conditions hold, launched with real tensors; each missing condition keeps
+    the default hot pass (the device checks pass with stand-ins for the capability and the HIP
+    version)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
@@ -145,19 +143,21 @@ def test_the_wgmma_default(monkeypatch):
     monkeypatch.setattr(score.torch.version, "hip", None)
     payload = torch.zeros(3, 64, 64, dtype=torch.uint8)
     kernel = score.score_paged_kernel
-    met = dict(word_fed=True, asm=True, heads=64, max_query_len=4, q_payload=payload, out=_CudaOut(), kernel=kernel)
+    out = torch.empty(3, 256)  # the device is the launcher's ``gpu`` and ``device``
+    met = dict(word_fed=True, gpu=True, asm=True, heads=64, device="cuda:0", q_payload=payload, kernel=kernel,
+               max_query_len=4, out=out)
 
     def default(**change):
         return score.wgmma_default(**{**met, **change})
 
-    assert default() and default(max_query_len=3) and default(max_query_len=8)
+    assert default() is True and default(max_query_len=3) is True and default(max_query_len=8) is True
     with FakeTensorMode():
         fake_out = torch.empty(3, 256, device="cuda")
     shifted = payload.flatten()[4:].unflatten(0, (1, -1))[:, :64 * 64].view(1, 64, 64)
     old = type("OldKernel", (), {"arg_names": [n for n in kernel.arg_names if n != "WGMMA"]})()
     for change in (dict(max_query_len=2), dict(max_query_len=1), dict(max_query_len=ShapeEnv().create_unbacked_symint()),
-                   dict(heads=32), dict(word_fed=False), dict(asm=False), dict(q_payload=shifted), dict(kernel=old),
-                   dict(out=torch.empty(3, 256)), dict(out=fake_out)):
+                   dict(heads=32), dict(heads=128), dict(word_fed=False), dict(asm=False), dict(gpu=False),
+                   dict(q_payload=shifted), dict(kernel=old), dict(out=fake_out)):
         assert default(**change) is False, change
     monkeypatch.setattr(score, "capability_major", lambda device: 10)
     assert default() is False
@@ -195,15 +195,16 @@ def test_the_launcher_takes_the_wgmma_default(gen, monkeypatch):
     monkeypatch.setattr(score, "wgmma_default", answer)
     score.launch_score_paged(*args, asm=True)
     assert len(asked) == 1
-    word_fed, asm, heads, max_query_len, q_payload, given_out, kernel = asked[0]
-    assert (word_fed, asm, heads, max_query_len, given_out, kernel) == (True, True, 64, 4, out, score.score_paged_kernel)
-    assert q_payload.data_ptr() == query[0].data_ptr()
+    word_fed, gpu, asm, heads, device, q_payload, kernel, max_query_len, given_out = asked[0]
+    assert (word_fed, gpu, asm, heads, device, kernel, max_query_len) == (
+        True, False, True, 64, case["cache"].device, score.score_paged_kernel, 4)
+    assert q_payload.data_ptr() == query[0].data_ptr() and given_out is out
     (hot_grid, hot), (exact_grid, exact) = launches
     assert (hot["WGMMA"], hot["ROWS"], hot["TILE_PAGES"], hot["WARPS"], hot["maxnreg"]) == (1, 4, 1, 4, 168)
     assert (exact["MODE"], exact["WGMMA"], exact["ROWS"]) == (2, 0, 4) and "maxnreg" not in exact
     assert hot_grid == (65536 // (128 * 168) * 4, 1) and exact_grid == hot_grid
     for tuning in (dict(wgmma=0), dict(tile_pages=2), dict(num_warps=8), dict(max_columns=128), dict(pairs=False),
-                   dict(programs_per_sm=1)):
+                   dict(programs_per_sm=1), dict(maxnreg=255), dict(num_stages=2)):
         asked.clear(), launches.clear()
         score.launch_score_paged(*args, asm=True, **tuning)
         assert asked == [] and {named["WGMMA"] for _, named in launches} == {0}, tuning
@@ -213,8 +214,8 @@ def test_the_launcher_takes_the_wgmma_default(gen, monkeypatch):
 
 @pytest.mark.skipif(not INTERPRETER, reason="needs TRITON_INTERPRET=1 and triton")
 def test_the_exact_pass_at_four_rows(gen):
-    """With 4-row blocks (the wgmma plan at next_n=3 or 4) the exact pass runs at 256 columns, which
-    the default launches never do: on the interpreter, the plan's launch shape (a page per tile,
+    """With 4-row blocks (the wgmma plan, by default from next_n=3 on sm_90) the exact pass runs at
+    256 columns, which no other plan launches: on the interpreter, the plan's launch shape (a page per tile,
     4 warps, the exact pass on the hot pass's programs) with keys and a query head that do not
     fold, against float64."""
     from fp4_inductor.kernels.score import launch_score_paged

@@ -72,10 +72,10 @@ def dependent_launch(word_fed: bool, asm: bool, exact: str, out: torch.Tensor) -
 # The wgmma hot pass's register cap per block of columns, passed as ``maxnreg``: without one
 # ptxas takes what it likes in the package's kernel (165-255 registers); with these, 4 and 3
 # programs per SM. sm_90 compiles (Triton 3.6 and 3.7.1): 16-24 bytes of stack, all of it in the
-# query prologue, none in the tile loop (tests/test_wgmma.py). The tuning is for eager launches (a
-# traced launch with ``maxnreg`` was not tried). At 256 columns the exact pass after it runs
-# 4-row blocks too, which the default launches never do (255 registers and 2176 bytes of stack
-# on Triton 3.6, against 176 at 2 rows).
+# query prologue, none in the tile loop (tests/test_wgmma.py). The cap is for eager launches:
+# Inductor's launches of a user kernel drop ``maxnreg`` (``wgmma_default``). At 256 columns the
+# exact pass after it runs 4-row blocks too, which only the wgmma plan launches (255 registers and
+# 2176 bytes of stack on Triton 3.6, against 176 at 2 rows; not timed where keys do not fold).
 WGMMA_REGISTERS = {128: 128, 256: 168}
 
 
@@ -226,21 +226,24 @@ def check_wgmma(word_fed: bool, gpu: bool, asm: bool, heads: int, device, q_payl
         raise ValueError(f"wgmma: expected a kernel that takes WGMMA, got {getattr(kernel, '__name__', kernel)}")
 
 
-# The tunings that shape the hot pass: a launch given any of them keeps the default hot pass
-# unless it also sets ``wgmma``.
-HOT_PASS_KEYS = frozenset(("tile_pages", "num_warps", "programs_per_sm", "pairs", "max_columns"))
+# The tunings that shape or compile the hot pass: a launch given any of them keeps the default
+# hot pass unless it also sets ``wgmma`` (the others, e.g. ``programs`` or ``setup_units``, apply
+# to either pass).
+HOT_PASS_KEYS = frozenset(("tile_pages", "num_warps", "programs_per_sm", "pairs", "max_columns", "maxnreg",
+                           "num_stages"))
 
 # The fewest rows of the longest request (``max_query_len``) that take the wgmma hot pass by
 # default: from 3, its blocks are of 4 rows.
 WGMMA_MIN_ROWS = 3
 
 
-def wgmma_default(word_fed: bool, asm: bool, heads: int, max_query_len, q_payload: torch.Tensor,
-                  out: torch.Tensor, kernel) -> bool:
+def wgmma_default(word_fed: bool, gpu: bool, asm: bool, heads: int, device, q_payload: torch.Tensor, kernel,
+                  max_query_len, out: torch.Tensor) -> bool:
     """Whether a launch that names no ``wgmma`` takes the wgmma hot pass: where ``check_wgmma``'s
     conditions hold (an sm_90 CUDA device, FP4 queries on the word-fed pass with the PTX builder,
-    64 heads, 16-byte-aligned query rows, a kernel that takes ``WGMMA``), for blocks of 4 rows
-    (a longest request of ``WGMMA_MIN_ROWS`` rows or more), launched with real tensors.
+    64 heads, 16-byte-aligned query rows, a kernel that takes ``WGMMA``; the same check, so the
+    two cannot drift apart), for blocks of 4 rows (a longest request of ``WGMMA_MIN_ROWS`` rows
+    or more), launched with real tensors.
 
     H100, A/B in one call (docs/benchmarks.md, stop 54): 64 x 32768 next_n=4 171.0-171.1 us
     against 201.6-204.5 with ``wgmma=0``; next_n=3 (one 4-row block against two 2-row blocks)
@@ -252,11 +255,13 @@ def wgmma_default(word_fed: bool, asm: bool, heads: int, max_query_len, q_payloa
     programs per SM, 267.3 at the capped plan's three, against 201.7 for the default hot pass
     compiled. There the default hot pass runs, so at these shapes eager and compiled logits agree
     to float32 rounding, not bit for bit (docs/compile.md)."""
-    if not (word_fed and asm and heads == 64 and isinstance(max_query_len, int) and max_query_len >= WGMMA_MIN_ROWS):
+    if not (isinstance(max_query_len, int) and max_query_len >= WGMMA_MIN_ROWS) or is_fake(out):
         return False
-    if not out.is_cuda or torch.version.hip or is_fake(out) or capability_major(out.device) != 9:
+    try:
+        check_wgmma(word_fed, gpu, asm, heads, device, q_payload, kernel)
+    except ValueError:
         return False
-    return rows_aligned(q_payload, 16) and "WGMMA" in kernel.arg_names
+    return True
 
 
 def _sixteen_byte_aligned(cache: torch.Tensor) -> bool:
@@ -288,6 +293,8 @@ def launch_score_paged(
     bf16 against the FP4 keys (the higher-recall mode)."""
     if tuning and not set(tuning) <= set(TUNING_KEYS):
         raise ValueError(f"tuning: expected keys among {TUNING_KEYS}, got {sorted(set(tuning) - set(TUNING_KEYS))}")
+    if "wgmma" in tuning and not (isinstance(tuning["wgmma"], int) and tuning["wgmma"] in (0, 1)):
+        raise ValueError(f"wgmma: expected 0 or 1, got {tuning['wgmma']!r}")
     rows, heads = q_payload.shape[:2]
     requests, pages_per_request = block_table.shape
     # An unbacked row count of 0 at run time launches programs that find no row and write nothing.
@@ -314,8 +321,6 @@ def launch_score_paged(
     # Rows of a request are scored together up to 128 columns (rows x heads);
     # longer verify groups are split into row blocks, each still sharing its key reads.
     rows_per_block = min(next_power_of_2(max_query_len), max(1, tuning.get("max_columns", 128) // heads))
-    if "wgmma" in tuning and not (isinstance(tuning["wgmma"], int) and tuning["wgmma"] in (0, 1)):
-        raise ValueError(f"wgmma: expected 0 or 1, got {tuning['wgmma']!r}")
     asm = tuning.get("asm", gpu and torch.version.hip is None and _sixteen_byte_aligned(cache))
     # "fixup" (the default): a hot kernel without the exact path and without a per-tile vote,
     # then the exact path in the programs that marked a key; 1.5-1.7x faster than "inline"
@@ -331,8 +336,8 @@ def launch_score_paged(
         if wgmma:
             check_wgmma(word_fed, gpu, asm, heads, cache.device, q_payload, kernel)
     else:
-        wgmma = int(not HOT_PASS_KEYS & set(tuning) and wgmma_default(word_fed, asm, heads, max_query_len, q_payload,
-                                                                          out, kernel))
+        wgmma = int(not HOT_PASS_KEYS & set(tuning) and wgmma_default(word_fed, gpu, asm, heads, cache.device, q_payload,
+                                                                          kernel, max_query_len, out))
     if wgmma:
         # The wgmma hot pass takes blocks of 2 or 4 rows (128 or 256 columns at 64 heads).
         rows_per_block = 2 if max_query_len <= 2 else 4
