@@ -9,7 +9,9 @@
 # fold (`score_ab.py` at 0, 0.01 %, 0.1 %, 1 % and outlier channels, next_n=1 and 2; about 100 s
 # warm): the package's kernel, and with BASE=FILE that variant too (a copy of
 # kernels/score_kernel.py or score.py, e.g. `git show REV:fp4_inductor/kernels/score_kernel.py`),
-# bit for bit against each other; `cuts` the hot loop with parts cut out (`cut_parts.py`; timing only,
+# bit for bit against each other; SHAPES and VARIANTS (e.g. SHAPES=64x32768x4
+# VARIANTS=shipped:wgmma=0: the exact pass at 4-row blocks after the wgmma hot pass, against the
+# 2-row pair) widen it; `cuts` the hot loop with parts cut out (`cut_parts.py`; timing only,
 # about 60 s warm); `wgmma` the in-flight wgmma probes (`asm_wgmma.py`: an int8 wgmma in inline PTX,
 # values, waits and time of a tile loop; `wgmma_accumulators.py`: the fp8 dot's sums; about 30 s);
 # `scorer` the hot pass on inline-PTX wgmmas (`wgmma_scorer.py`: logits against float64 and the
@@ -53,8 +55,8 @@ outliers)
   cd benchmarks
   for o in 0 0.0001 0.001 0.01 channels; do
     if [ $o = channels ]; then extra=--outlier-channels; else extra="--outliers $o"; fi
-    PYTHONPATH=$PWD/..:$PWD timeout 100 python3 score_ab.py --shapes 64x32768x1,64x32768x2 --rounds 2 $extra \
-      shipped ${BASE:+"$BASE"} > "$OUT/outliers_$o.log" 2>&1 || echo "outliers $o: rc $?"
+    PYTHONPATH=$PWD/..:$PWD timeout 100 python3 score_ab.py --shapes ${SHAPES:-64x32768x1,64x32768x2} --rounds 2 $extra \
+      shipped ${BASE:+"$BASE"} ${VARIANTS:-} > "$OUT/outliers_$o.log" 2>&1 || echo "outliers $o: rc $?"
   done
   grep -h "DIFFERS" "$OUT"/outliers_*.log
   grep -h "^| [0-9]" "$OUT"/outliers_*.log | awk '!seen[$0]++'
