@@ -94,10 +94,21 @@ def test_the_launcher_refuses_what_it_cannot_run(gen):
     for bad in (5, 2, "1", 1.0, None):
         with pytest.raises(ValueError, match=re.escape(f"wgmma: expected 0 or 1, got {bad!r}")):
             launch_score_paged(*args, wgmma=bad)
+    for bad in (3, 0, -2, "1", 1.0, True):
+        with pytest.raises(ValueError, match=re.escape(f"exact_rows: expected a power of two dividing the hot pass's "
+                                                       f"rows per block, got {bad!r}")):
+            launch_score_paged(*args, exact_rows=bad)
+    with pytest.raises(ValueError, match=re.escape("exact_rows: expected a power of two dividing the hot pass's 2 "
+                                                   "rows per block, got 4")):  # 2-row blocks here
+        launch_score_paged(*args, exact_rows=4)
+    with pytest.raises(ValueError, match=r"exact_rows: the one-launch form \(exact='inline'\) has no exact pass"):
+        launch_score_paged(*args, exact="inline", exact_rows=1)
     empty = list(args)
     empty[5] = case["block_table"][:0]  # no requests: refused all the same, before the early return
     with pytest.raises(ValueError, match=re.escape("wgmma: expected 0 or 1, got 5")):
         launch_score_paged(*empty, wgmma=5)
+    with pytest.raises(ValueError, match=re.escape("exact_rows: expected a power of two")):
+        launch_score_paged(*empty, exact_rows="1")
     with pytest.raises(ValueError, match="wgmma: expected an sm_90 CUDA device, got cpu"):
         launch_score_paged(*args, wgmma=1)
     assert out.isnan().all()  # nothing written
@@ -203,6 +214,17 @@ def test_the_launcher_takes_the_wgmma_default(gen, monkeypatch):
     assert (hot["WGMMA"], hot["ROWS"], hot["TILE_PAGES"], hot["WARPS"], hot["maxnreg"]) == (1, 4, 1, 4, 168)
     assert (exact["MODE"], exact["WGMMA"], exact["ROWS"]) == (2, 0, 4) and "maxnreg" not in exact
     assert hot_grid == (65536 // (128 * 168) * 4, 1) and exact_grid == hot_grid
+    launches.clear()
+    score.launch_score_paged(*args, asm=True, exact_rows=2)  # the exact pass on 2-row blocks, twice the programs
+    (hot_grid, hot), (exact_grid, exact) = launches
+    assert (hot["ROWS"], hot["ROW_SPLIT"], exact["ROWS"], exact["ROW_SPLIT"]) == (4, 1, 2, 2)
+    assert exact_grid == (hot_grid[0], 2 * hot_grid[1])
+    old = type("OldKernel", (), {"arg_names": [n for n in score.score_paged_kernel.arg_names if n != "ROW_SPLIT"]})()
+    launches.clear()
+    with pytest.raises(ValueError, match="exact_rows: expected a kernel that takes ROW_SPLIT, got .*OldKernel"):
+        score.launch_score_paged(*args, asm=True, exact_rows=2, kernel=old)
+    score.launch_score_paged(*args, asm=True, kernel=old)  # without the tuning it launches, without ROW_SPLIT
+    assert launches and all("ROW_SPLIT" not in named for _, named in launches)
     for tuning in (dict(wgmma=0), dict(tile_pages=2), dict(num_warps=8), dict(max_columns=128), dict(pairs=False),
                    dict(programs_per_sm=1), dict(maxnreg=255), dict(num_stages=2)):
         asked.clear(), launches.clear()
@@ -213,25 +235,35 @@ def test_the_launcher_takes_the_wgmma_default(gen, monkeypatch):
 
 
 @pytest.mark.skipif(not INTERPRETER, reason="needs TRITON_INTERPRET=1 and triton")
-def test_the_exact_pass_at_four_rows(gen):
+@pytest.mark.parametrize("query_lens, exact_rows, programs", [([4, 3], None, None), ([4, 3], 2, None),
+                                                               ([4, 3], 1, None), ([8, 3], 2, None), ([8, 3], 2, 4)])
+def test_the_exact_pass_after_four_row_blocks(gen, query_lens, exact_rows, programs):
     """With 4-row blocks (the wgmma plan, by default from next_n=3 on sm_90) the exact pass runs at
-    256 columns, which no other plan launches: on the interpreter, the plan's launch shape (a page per tile,
-    4 warps, the exact pass on the hot pass's programs) with keys and a query head that do not
-    fold, against float64."""
+    256 columns, which no other plan launches, or (``exact_rows``) at 2 or 1 rows per block, each
+    hot block cut in parts that find its flag: on the interpreter, the plan's launch shape (a page
+    per tile, 4 warps, the exact pass on the hot pass's programs) with keys and a query head that
+    do not fold, against float64; 8 rows: two row blocks of 4 in the hot pass, four of 2 in the
+    exact pass; on 4 programs per row block with only row 5's query head not folding, so that
+    one hot program marks its second row block and not its first. (The interpreter runs the
+    default hot pass at 4-row blocks here: the wgmma pass after which the launcher plans them is
+    in the GPU test below.)"""
     from fp4_inductor.kernels.score import launch_score_paged
 
-    case = scoring_case(gen, "cpu", heads=64, query_lens=[4, 3], seq_lens=[400, 150])
-    pages = case["block_table"][:, [1, 3]].flatten().long()
-    slots = (pages[:, None] * 64 + torch.arange(0, 64, 9)).flatten()
-    fp4.store_keys(random_keys(slots.shape[0], gen, group_spread=9), case["cache"], slots)
+    case = scoring_case(gen, "cpu", heads=64, query_lens=query_lens, seq_lens=[400, 150])
     q = case["q"].clone()
-    q[4, 7, 32:64] *= 2.0**10  # a head of the second request's first row that does not fold
+    if programs is None:
+        pages = case["block_table"][:, [1, 3]].flatten().long()
+        slots = (pages[:, None] * 64 + torch.arange(0, 64, 9)).flatten()
+        fp4.store_keys(random_keys(slots.shape[0], gen, group_spread=9), case["cache"], slots)
+        q[query_lens[0], 7, 32:64] *= 2.0**10  # a head of the second request's first row that does not fold
+    q[5, 3, :32] *= 2.0**10  # one of row 5 (the second request's, or the first's second block of 4)
     query = fp4.quantize_queries(q)
     width = case["block_table"].shape[1] * 64
     out = torch.full((q.shape[0], width), float("nan"))
     launch_score_paged(out, *query, case["cache"], case["weights"], case["block_table"], case["query_starts"],
                        case["row_ends"], case["max_query_len"], max_columns=256, tile_pages=1, num_warps=4,
-                       exact_split=1, setup_units=6)
+                       exact_split=1, setup_units=6, **({} if exact_rows is None else {"exact_rows": exact_rows}),
+                       **({} if programs is None else {"programs": programs}))
     assert_matches_float64(out, query, case)
 
 
@@ -275,7 +307,7 @@ def test_logits_match_float64_on_the_gpu(gen, query_lens, seq_lens, programs):
     args = (*query, case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"],
             case["max_query_len"])
     extra = {} if programs is None else {"programs": programs}
-    for tuning in ({"wgmma": 1, **extra}, {"wgmma": 0, **extra}):
+    for tuning in ({"wgmma": 1, **extra}, {"wgmma": 1, "exact_rows": 2, **extra}, {"wgmma": 0, **extra}):
         out = torch.full((q.shape[0], width), float("nan"), device="cuda")
         launch_score_paged(out, *args, **tuning)
         assert_matches_float64(out, query, case)

@@ -165,7 +165,7 @@ def schedule_chunk(word_fed: bool, num_warps: int, requests) -> int:
 
 
 def launch_forms(exact: str, asm: bool, word_fed: bool, tile_pages: int, num_warps: int,
-                 pairs: bool = False, split: int = 1, setup: int = 0, wgmma: int = 0) -> list[dict]:
+                 pairs: bool = False, split: int = 1, setup: int = 0, wgmma: int = 0, row_split: int = 1) -> list[dict]:
     """The kernel launches of one call, in order, as their constexprs (``WARPS`` is also the
     launch's num_warps), all cutting their shares from the same units (``SHARE_PAGES``), the
     exact pass on ``split`` times the hot pass's programs (``SPLIT``: each hot share cut in
@@ -191,17 +191,20 @@ def launch_forms(exact: str, asm: bool, word_fed: bool, tile_pages: int, num_war
       warps: inside the loop over a share's requests, Triton 3.7 puts the byte-fed PTX builder
       in a layout that breaks pack=4 (tests/test_prmt.py compiles every default launch).
     ``wgmma`` (0 or 1; word-fed only): the hot pass on wgmmas in inline PTX (``score_wgmma``);
-    the exact pass as after any word-fed hot pass."""
+    the exact pass as after any word-fed hot pass. ``row_split``: the exact pass's row blocks are
+    the hot pass's cut in that many (``ROW_SPLIT``; the launcher's ``exact_rows`` tuning), on
+    that many times the programs along axis 1."""
     if exact == "inline":
         return [dict(MODE=0, TILE_PAGES=tile_pages, SHARE_PAGES=tile_pages, SETUP_UNITS=setup, ASM=asm, WORDS=False,
-                     WARPS=num_warps, PAIRS=False, SPLIT=1, WGMMA=0)]
+                     WARPS=num_warps, PAIRS=False, SPLIT=1, WGMMA=0, ROW_SPLIT=1)]
     if word_fed:
         exact_pass = dict(TILE_PAGES=1, ASM=asm, WORDS=True, WARPS=4)
     else:
         exact_pass = dict(TILE_PAGES=min(tile_pages, 2), ASM=False, WORDS=False, WARPS=4)
     return [dict(MODE=1, TILE_PAGES=tile_pages, SHARE_PAGES=tile_pages, SETUP_UNITS=setup, ASM=asm, WORDS=word_fed,
-                 WARPS=num_warps, PAIRS=word_fed and pairs, SPLIT=1, WGMMA=int(wgmma) if word_fed else 0),
-            dict(MODE=2, SHARE_PAGES=tile_pages, SETUP_UNITS=setup, PAIRS=False, SPLIT=split, WGMMA=0, **exact_pass)]
+                 WARPS=num_warps, PAIRS=word_fed and pairs, SPLIT=1, WGMMA=int(wgmma) if word_fed else 0, ROW_SPLIT=1),
+            dict(MODE=2, SHARE_PAGES=tile_pages, SETUP_UNITS=setup, PAIRS=False, SPLIT=split, WGMMA=0,
+                 ROW_SPLIT=row_split, **exact_pass)]
 
 
 def check_wgmma(word_fed: bool, gpu: bool, asm: bool, heads: int, device, q_payload: torch.Tensor, kernel) -> None:
@@ -275,7 +278,7 @@ def _sixteen_byte_aligned(cache: torch.Tensor) -> bool:
 
 # The launcher's tunings (``launch_score_paged``): for the benchmarks, not part of the API.
 TUNING_KEYS = ("tile_pages", "num_warps", "num_stages", "programs_per_sm", "pairs", "exact_split", "setup_units",
-               "maxnreg", "max_columns", "asm", "exact", "chunk", "programs", "wgmma")
+               "maxnreg", "max_columns", "asm", "exact", "chunk", "programs", "wgmma", "exact_rows")
 
 
 def launch_score_paged(
@@ -295,6 +298,11 @@ def launch_score_paged(
         raise ValueError(f"tuning: expected keys among {TUNING_KEYS}, got {sorted(set(tuning) - set(TUNING_KEYS))}")
     if "wgmma" in tuning and not (isinstance(tuning["wgmma"], int) and tuning["wgmma"] in (0, 1)):
         raise ValueError(f"wgmma: expected 0 or 1, got {tuning['wgmma']!r}")
+    exact_rows = tuning.get("exact_rows", 1)
+    if isinstance(exact_rows, bool) or not (isinstance(exact_rows, int) and exact_rows >= 1
+                                            and next_power_of_2(exact_rows) == exact_rows):
+        raise ValueError(f"exact_rows: expected a power of two dividing the hot pass's rows per block, got "
+                         f"{exact_rows!r}")
     rows, heads = q_payload.shape[:2]
     requests, pages_per_request = block_table.shape
     # An unbacked row count of 0 at run time launches programs that find no row and write nothing.
@@ -336,12 +344,25 @@ def launch_score_paged(
         if wgmma:
             check_wgmma(word_fed, gpu, asm, heads, cache.device, q_payload, kernel)
     else:
-        wgmma = int(not HOT_PASS_KEYS & set(tuning) and wgmma_default(word_fed, gpu, asm, heads, cache.device, q_payload,
-                                                                          kernel, max_query_len, out))
+        wgmma = int(not HOT_PASS_KEYS & set(tuning)
+                    and wgmma_default(word_fed, gpu, asm, heads, cache.device, q_payload, kernel, max_query_len, out))
     if wgmma:
         # The wgmma hot pass takes blocks of 2 or 4 rows (128 or 256 columns at 64 heads).
         rows_per_block = 2 if max_query_len <= 2 else 4
     row_blocks = cdiv(max_query_len, rows_per_block)
+    # The exact pass's rows per block (the ``exact_rows`` tuning, for the benchmarks): by default
+    # the hot pass's (``row_split`` 1); fewer cut each hot block in parts (``ROW_SPLIT``), e.g.
+    # 2-row blocks after the wgmma pass's 4 (docs/benchmarks.md, stop 54: not timed yet).
+    row_split = 1
+    if "exact_rows" in tuning:
+        exact_rows = tuning["exact_rows"]
+        if exact == "inline":
+            raise ValueError(f"exact_rows: the one-launch form (exact='inline') has no exact pass of its own, got "
+                             f"exact_rows={exact_rows!r}")
+        if rows_per_block % exact_rows:
+            raise ValueError(f"exact_rows: expected a power of two dividing the hot pass's {rows_per_block} rows "
+                             f"per block, got {exact_rows!r}")
+        row_split = rows_per_block // exact_rows
     tile_pages, num_warps, per_sm, pairs, split, setup = launch_plan(word_fed, rows_per_block * heads, tuning, wgmma)
     if word_fed and (64 * tile_pages) % (16 * num_warps):
         raise ValueError(f"tile_pages: the word-fed loop needs 64 * tile_pages to be a multiple of 16 * num_warps, "
@@ -349,10 +370,15 @@ def launch_score_paged(
     # One program per share of all requests' pages (the kernel computes the shares), per row block.
     sms = sm_count(cache.device) if gpu else 4
     grid = (max(1, tuning.get("programs", per_sm * sms // row_blocks)), row_blocks)
-    forms = launch_forms(exact, asm, word_fed, tile_pages, num_warps, pairs, split, setup, wgmma)
-    if "WGMMA" not in kernel.arg_names:
-        # A kernel copy from before the wgmma hot pass (benchmarks/score_variants.py).
-        forms = [{k: v for k, v in form.items() if k != "WGMMA"} for form in forms]
+    forms = launch_forms(exact, asm, word_fed, tile_pages, num_warps, pairs, split, setup, wgmma, row_split)
+    missing = {"WGMMA", "ROW_SPLIT"} - set(kernel.arg_names)
+    if missing:
+        # A kernel copy from before the wgmma hot pass or the exact pass's own rows
+        # (benchmarks/score_variants.py): its exact pass takes the hot pass's rows.
+        if "ROW_SPLIT" in missing and row_split != 1:
+            raise ValueError("exact_rows: expected a kernel that takes ROW_SPLIT, got "
+                             f"{getattr(kernel, '__name__', kernel)}")
+        forms = [{k: v for k, v in form.items() if k not in missing} for form in forms]
     # The one-kernel form never touches the flags (query_starts is a read-only stand-in).
     flags = torch.empty(grid[0] * grid[1], dtype=torch.uint8, device=out.device) if exact == "fixup" else query_starts
     maxnreg = tuning.get("maxnreg")
@@ -364,11 +390,13 @@ def launch_score_paged(
     pdl = takes_pdl and dependent_launch(word_fed, asm, exact, out)
     for form in forms:
         cap = hot_maxnreg if form["MODE"] == 1 else maxnreg
-        wrapped(kernel)[(grid[0] * form["SPLIT"], grid[1])](
+        parts = form.get("ROW_SPLIT", 1)
+        wrapped(kernel)[(grid[0] * form["SPLIT"], grid[1] * parts)](
             out, out.stride(0), q_payload, q_scales, cache, cache.stride(0), weights, weights.stride(0), weights.stride(1),
             block_table, block_table.stride(0), block_table.stride(1), query_starts, row_ends, requests,
             pages_per_request * 64, rows, flags,
-            HEADS=heads, ROWS=rows_per_block, QUERY_FLOAT=query_float, DOT_DTYPE=tl.bfloat16 if gpu else tl.float32,
+            HEADS=heads, ROWS=rows_per_block // parts, QUERY_FLOAT=query_float,
+            DOT_DTYPE=tl.bfloat16 if gpu else tl.float32,
             CHUNK=tuning.get("chunk", schedule_chunk(form["WORDS"], form["WARPS"], requests)), **form,
             num_warps=form["WARPS"],
             num_stages=tuning.get("num_stages", 3),

@@ -474,6 +474,7 @@ def score_paged_kernel(
     SPLIT: tl.constexpr,
     PDL: tl.constexpr,
     WGMMA: tl.constexpr,
+    ROW_SPLIT: tl.constexpr,
 ):
     # MODE 0: both paths in one loop, one vote per tile on which to take. MODE 1: the folded
     # path for every key, no vote; a key that does not fold keeps only its folding groups and
@@ -481,12 +482,21 @@ def score_paged_kernel(
     # along axis 0): the exact path for the tiles that do not fold, in the programs whose share
     # lies in a marked one's (word-fed: fold classes, see launch_forms). Program q's share is
     # part q % SPLIT of program q // SPLIT's: cut from the same units, the shares nest exactly.
+    # Its row blocks may be the hot pass's cut in ROW_SPLIT (ROW_SPLIT times the programs along
+    # axis 1): row-block program j then reads the flag of the hot pass's j // ROW_SPLIT. Its
+    # blocks b = j + k * num_programs(1) of ROWS rows lie in the hot pass's blocks b // ROW_SPLIT =
+    # j // ROW_SPLIT + k * (num_programs(1) // ROW_SPLIT), which that program took (such a block
+    # exists where b does, and its longest row needs as many pages or more).
     # 1 + 2 keep the exact path's registers and the per-tile vote out of the hot loop.
     M: tl.constexpr = 64 * TILE_PAGES
     # The word-fed loop's asm stores stay in the code only through the flag, which MODE 1 writes.
     tl.static_assert(MODE != 0 or not WORDS, "the word-fed loop runs as the hot pass (MODE 1) only")
     fewest = tl.full((M,), FOLD_LIMIT, tl.int32)  # MODE 1: each slot's smallest fold seen
-    flag_at = flags_ptr + (tl.program_id(0) // SPLIT) * tl.num_programs(1) + tl.program_id(1)
+    if ROW_SPLIT == 1:
+        flag_at = flags_ptr + (tl.program_id(0) // SPLIT) * tl.num_programs(1) + tl.program_id(1)
+    else:
+        flag_at = (flags_ptr + (tl.program_id(0) // SPLIT) * (tl.num_programs(1) // ROW_SPLIT)
+                   + tl.program_id(1) // ROW_SPLIT)
     run = True
     if PDL:
         # The pair as a programmatic dependent launch (launch_score_paged): the hot pass lets the

@@ -115,7 +115,7 @@ def compile_scorer(kernel, rows: int, form: dict, query_float: bool = False, num
     # The schedule's step as the launcher picks it for a large batch, unless ``form`` names one.
     chunk = schedule_chunk(form["WORDS"], form["WARPS"], None)
     const = {"HEADS": heads, "ROWS": rows, "CHUNK": chunk, "QUERY_FLOAT": query_float, "DOT_DTYPE": tl.bfloat16,
-             "PDL": False, "WGMMA": 0, **form}
+             "PDL": False, "WGMMA": 0, "ROW_SPLIT": 1, **form}
     const = {k: v for k, v in const.items() if k in params}
     signature = {p: "constexpr" if p in const else pointers.get(p, "i64" if p in int64 else "i32") for p in params}
     aligned = set(pointers) | {"out_stride", "page_stride", "weights_stride"}
