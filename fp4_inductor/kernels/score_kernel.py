@@ -492,11 +492,8 @@ def score_paged_kernel(
     # The word-fed loop's asm stores stay in the code only through the flag, which MODE 1 writes.
     tl.static_assert(MODE != 0 or not WORDS, "the word-fed loop runs as the hot pass (MODE 1) only")
     fewest = tl.full((M,), FOLD_LIMIT, tl.int32)  # MODE 1: each slot's smallest fold seen
-    if ROW_SPLIT == 1:
-        flag_at = flags_ptr + (tl.program_id(0) // SPLIT) * tl.num_programs(1) + tl.program_id(1)
-    else:
-        flag_at = (flags_ptr + (tl.program_id(0) // SPLIT) * (tl.num_programs(1) // ROW_SPLIT)
-                   + tl.program_id(1) // ROW_SPLIT)
+    flag_at = (flags_ptr + (tl.program_id(0) // SPLIT) * (tl.num_programs(1) // ROW_SPLIT)
+               + tl.program_id(1) // ROW_SPLIT)
     run = True
     if PDL:
         # The pair as a programmatic dependent launch (launch_score_paged): the hot pass lets the
