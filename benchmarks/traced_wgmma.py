@@ -8,6 +8,8 @@ time of CUDA-graph replays. Inductor's caches are off, so that each form is trac
 python benchmarks/traced_wgmma.py   (results: docs/benchmarks.md, stop 54)
 """
 
+import inspect
+
 import torch
 import torch._functorch.config as functorch_config
 import torch._inductor.config as inductor_config
@@ -56,9 +58,17 @@ def main():
 
     compiled_row("compiled default (default hot pass)")
     cap, default = score.WGMMA_REGISTERS, score.wgmma_default
-    # The rule without its "not while tracing" condition (the shapes here meet the others).
-    score.wgmma_default = lambda word_fed, asm, heads, rows, payload, out, kernel: (
-        word_fed and asm and heads == 64 and rows >= score.WGMMA_MIN_ROWS)
+
+    def traced_default(word_fed, gpu, asm, heads, device, q_payload, kernel, max_query_len, out):
+        """``wgmma_default`` without its "not while tracing" condition."""
+        try:
+            score.check_wgmma(word_fed, gpu, asm, heads, device, q_payload, kernel)
+        except ValueError:
+            return False
+        return max_query_len >= score.WGMMA_MIN_ROWS
+
+    assert inspect.signature(traced_default).parameters.keys() == inspect.signature(default).parameters.keys()
+    score.wgmma_default = traced_default
     try:
         for per_sm in (65536 // (128 * cap[256]), 2):
             score.WGMMA_REGISTERS = looked_up = _CapOnlyInThePlan(per_sm)
