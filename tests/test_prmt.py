@@ -122,7 +122,7 @@ def four_columns_per_call(layout: str) -> bool:
 def default_launches() -> list[tuple[int, bool, dict]]:
     """(rows per block, bf16 queries, form) of every launch with the PTX builder that the
     scorer makes on an aligned CUDA cache at 64 heads, next_n=1 and 2, both exact forms, and
-    from next_n=3 the exact pass after the wgmma hot pass (4-row blocks, or 2 with the
+    from next_n=3 the exact pass after the wgmma hot pass (2-row blocks, or 4 with the
     ``exact_rows`` tuning; the wgmma pass itself is compiled in tests/test_wgmma.py); then a few
     tuning forms (one page per tile)."""
     from fp4_inductor.kernels.score import launch_forms, launch_plan, word_fed_pass
@@ -137,7 +137,7 @@ def default_launches() -> list[tuple[int, bool, dict]]:
                 forms += launch_forms(exact, True, word_fed, 1, 4)
                 launches += [(rows, query_float, form) for form in forms if form["ASM"]]
     tile, warps, _, pairs, split, setup = launch_plan(True, 4 * 64, {}, 1)
-    for row_split in (1, 2):  # 2: the exact_rows=2 tuning, the exact pass at 2-row blocks after it
+    for row_split in (2, 1):  # 2 by default, 1 the exact_rows=4 tuning (4-row blocks after it)
         forms = launch_forms("fixup", True, True, tile, warps, pairs, split, setup, 1, row_split)
         launches += [(4 // row_split, False, form) for form in forms if form["MODE"] == 2]
     unique = {json.dumps(launch, sort_keys=True): launch for launch in launches}

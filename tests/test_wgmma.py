@@ -212,19 +212,24 @@ def test_the_launcher_takes_the_wgmma_default(gen, monkeypatch):
     assert q_payload.data_ptr() == query[0].data_ptr() and given_out is out
     (hot_grid, hot), (exact_grid, exact) = launches
     assert (hot["WGMMA"], hot["ROWS"], hot["TILE_PAGES"], hot["WARPS"], hot["maxnreg"]) == (1, 4, 1, 4, 168)
-    assert (exact["MODE"], exact["WGMMA"], exact["ROWS"]) == (2, 0, 4) and "maxnreg" not in exact
-    assert hot_grid == (65536 // (128 * 168) * 4, 1) and exact_grid == hot_grid
-    launches.clear()
-    score.launch_score_paged(*args, asm=True, exact_rows=2)  # the exact pass on 2-row blocks, twice the programs
-    (hot_grid, hot), (exact_grid, exact) = launches
-    assert (hot["ROWS"], hot["ROW_SPLIT"], exact["ROWS"], exact["ROW_SPLIT"]) == (4, 1, 2, 2)
-    assert exact_grid == (hot_grid[0], 2 * hot_grid[1])
+    # The exact pass on 2-row blocks (each hot block cut in two), twice the programs along axis 1.
+    assert (exact["MODE"], exact["WGMMA"], exact["ROWS"], exact["ROW_SPLIT"]) == (2, 0, 2, 2)
+    assert "maxnreg" not in exact and hot["ROW_SPLIT"] == 1
+    assert hot_grid == (65536 // (128 * 168) * 4, 1) and exact_grid == (hot_grid[0], 2)
+    for exact_rows, split in ((4, 1), (2, 2), (1, 4)):  # the tuning sets it
+        launches.clear()
+        score.launch_score_paged(*args, asm=True, exact_rows=exact_rows)
+        (hot_grid, hot), (exact_grid, exact) = launches
+        assert (hot["ROWS"], hot["ROW_SPLIT"], exact["ROWS"], exact["ROW_SPLIT"]) == (4, 1, exact_rows, split)
+        assert exact_grid == (hot_grid[0], split * hot_grid[1])
     old = type("OldKernel", (), {"arg_names": [n for n in score.score_paged_kernel.arg_names if n != "ROW_SPLIT"]})()
     launches.clear()
     with pytest.raises(ValueError, match="exact_rows: expected a kernel that takes ROW_SPLIT, got .*OldKernel"):
         score.launch_score_paged(*args, asm=True, exact_rows=2, kernel=old)
-    score.launch_score_paged(*args, asm=True, kernel=old)  # without the tuning it launches, without ROW_SPLIT
-    assert launches and all("ROW_SPLIT" not in named for _, named in launches)
+    # Without the tuning a kernel copy without ROW_SPLIT launches, its exact pass on the hot pass's 4 rows.
+    score.launch_score_paged(*args, asm=True, kernel=old)
+    assert [(grid, named["ROWS"]) for grid, named in launches] == [(hot_grid, 4), (hot_grid, 4)]
+    assert all("ROW_SPLIT" not in named for _, named in launches)
     for tuning in (dict(wgmma=0), dict(tile_pages=2), dict(num_warps=8), dict(max_columns=128), dict(pairs=False),
                    dict(programs_per_sm=1), dict(maxnreg=255), dict(num_stages=2)):
         asked.clear(), launches.clear()
@@ -307,7 +312,10 @@ def test_logits_match_float64_on_the_gpu(gen, query_lens, seq_lens, programs):
     args = (*query, case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"],
             case["max_query_len"])
     extra = {} if programs is None else {"programs": programs}
-    for tuning in ({"wgmma": 1, **extra}, {"wgmma": 1, "exact_rows": 2, **extra}, {"wgmma": 0, **extra}):
+    # wgmma=1 runs the exact pass on 2-row blocks after 4-row hot blocks; exact_rows 1 and 4 the other forms.
+    other_rows = [{"wgmma": 1, "exact_rows": 1, **extra}] + ([{"wgmma": 1, "exact_rows": 4, **extra}]
+                                                             if max(query_lens) > 2 else [])
+    for tuning in ({"wgmma": 1, **extra}, *other_rows, {"wgmma": 0, **extra}):
         out = torch.full((q.shape[0], width), float("nan"), device="cuda")
         launch_score_paged(out, *args, **tuning)
         assert_matches_float64(out, query, case)
@@ -319,8 +327,8 @@ def test_logits_match_float64_on_the_gpu(gen, query_lens, seq_lens, programs):
 @pytest.mark.parametrize("query_lens, wgmma", [([1, 1], 0), ([2, 1], 0), ([3, 1, 2], 1), ([4, 4], 1), ([8, 2], 1)])
 def test_the_public_op_takes_the_wgmma_pass_by_default(gen, monkeypatch, query_lens, wgmma):
     """``fp4.score_paged`` on an sm_90 GPU (eager, quantized queries from ``quantize_queries``):
-    the hot pass on wgmmas (4-row blocks) where the longest request has 3 rows or more, the
-    default hot pass below; logits within 1e-5 of float64 either way."""
+    the hot pass on wgmmas (4-row blocks, then the exact pass on 2-row blocks) where the longest
+    request has 3 rows or more, the default hot pass below; logits within 1e-5 of float64 either way."""
     from fp4_inductor.kernels import score
 
     seen, original = [], score.wrapped
@@ -341,7 +349,7 @@ def test_the_public_op_takes_the_wgmma_pass_by_default(gen, monkeypatch, query_l
     out = fp4.score_paged(query, case["cache"], case["weights"], case["block_table"], case["query_starts"],
                           case["row_ends"], case["max_query_len"])
     rows = 4 if wgmma else min(2, max(query_lens))
-    assert seen == [(1, wgmma, rows), (2, 0, rows)]
+    assert seen == [(1, wgmma, rows), (2, 0, min(2, rows))]  # the exact pass on 2-row blocks after the wgmma pass
     out[~reference.valid_region(case["query_starts"], case["row_ends"], out.shape[1])] = float("nan")
     assert_matches_float64(out, query, case)
 

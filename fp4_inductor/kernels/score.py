@@ -73,9 +73,9 @@ def dependent_launch(word_fed: bool, asm: bool, exact: str, out: torch.Tensor) -
 # ptxas takes what it likes in the package's kernel (165-255 registers); with these, 4 and 3
 # programs per SM. sm_90 compiles (Triton 3.6 and 3.7.1): 16-24 bytes of stack, all of it in the
 # query prologue, none in the tile loop (tests/test_wgmma.py). The cap is for eager launches:
-# Inductor's launches of a user kernel drop ``maxnreg`` (``wgmma_default``). At 256 columns the
-# exact pass after it runs 4-row blocks too, which only the wgmma plan launches (255 registers and
-# 2176 bytes of stack on Triton 3.6, against 176 at 2 rows; not timed where keys do not fold).
+# Inductor's launches of a user kernel drop ``maxnreg`` (``wgmma_default``). After its 4-row blocks
+# the exact pass runs 2-row blocks (``launch_score_paged``: at 4 rows it holds 255 registers and
+# 2176 bytes of stack on Triton 3.6, against 176 at 2, and took up to 1.8x the time).
 WGMMA_REGISTERS = {128: 128, 256: 168}
 
 
@@ -350,10 +350,15 @@ def launch_score_paged(
         # The wgmma hot pass takes blocks of 2 or 4 rows (128 or 256 columns at 64 heads).
         rows_per_block = 2 if max_query_len <= 2 else 4
     row_blocks = cdiv(max_query_len, rows_per_block)
-    # The exact pass's rows per block (the ``exact_rows`` tuning, for the benchmarks): by default
-    # the hot pass's (``row_split`` 1); fewer cut each hot block in parts (``ROW_SPLIT``), e.g.
-    # 2-row blocks after the wgmma pass's 4 (docs/benchmarks.md, stop 54: not timed yet).
-    row_split = 1
+    # The exact pass's rows per block: the hot pass's (``row_split`` 1), but 2 after the wgmma
+    # pass's 4-row blocks, each hot block cut in two (``ROW_SPLIT``; a kernel copy without it keeps
+    # 4). The 4-row exact pass holds 255 registers and a 2 KB stack: H100, 64 x 32768 next_n=4
+    # (docs/benchmarks.md, stop 55), with 0.01 % of keys holding a group 2**6 above the rest
+    # 223.9-224.2 us against 295.8-295.9, 0.1 % 306.7-306.8 against 444.7-445.1, 1 % 670.6-674.8
+    # against 1086.4-1091.8, outlier channels 1028.5-1029.4 against 1845.1-1853.3; without such
+    # keys 169.1-169.3 against 168.5-168.6 (twice the exact programs, each leaving at once). The
+    # ``exact_rows`` tuning (for the benchmarks) sets it.
+    row_split = 2 if wgmma and rows_per_block == 4 and "ROW_SPLIT" in kernel.arg_names else 1
     if "exact_rows" in tuning:
         exact_rows = tuning["exact_rows"]
         if exact == "inline":
