@@ -192,6 +192,41 @@ def _score_paged_aiter_out_fake(
     check_score(q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len)
 
 
+@torch.library.custom_op("fp4::score_paged_eager_out", mutates_args={"out"})
+def _score_paged_eager_out(
+    out: Tensor,
+    q_payload: Tensor,
+    q_scales: Tensor,
+    cache: Tensor,
+    weights: Tensor,
+    block_table: Tensor,
+    query_starts: Tensor,
+    row_ends: Tensor,
+    max_query_len: int,
+) -> None:
+    """The Triton scorer launched as in eager, as one opaque call for Inductor (an extern kernel,
+    nothing traced inside), for a compiled model that opts in: its eager plan may take launch
+    options that Inductor's launches of a user kernel drop (the wgmma hot pass's register cap,
+    by default on sm_90 at 64 heads from 3 rows), so the traced op runs another plan there.
+    Called opaque, the launcher runs as eager does: same pass, same bits. Not emitted into
+    Inductor's code (docs/compile.md). Checks its arguments as ``fp4.score_paged_out`` does."""
+    from .kernels.score import launch_score_paged
+
+    check_score(q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len)
+    check_score_out(out, q_payload, cache, block_table)
+    with on_device(out):
+        launch_score_paged(out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends,
+                           max_query_len)
+
+
+@_score_paged_eager_out.register_fake
+def _score_paged_eager_out_fake(
+    out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len
+) -> None:
+    check_score(q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len)
+    check_score_out(out, q_payload, cache, block_table)
+
+
 @triton_op("fp4::score_paged_out", mutates_args={"out"})
 def _score_paged_out(
     out: Tensor,

@@ -177,6 +177,40 @@ def test_the_wgmma_default(monkeypatch):
     assert default() is False
 
 
+@pytest.mark.skipif(not INTERPRETER, reason="needs TRITON_INTERPRET=1 and triton")
+def test_the_opaque_scorer_compiles_to_one_extern_call(gen):
+    """``fp4::score_paged_eager_out`` under ``torch.compile(fullgraph=True)``: Inductor's code
+    makes one call of it and traces no kernel inside, and it launches as eager does, so the
+    compiled logits equal eager's ``fp4.score_paged`` bit for bit (interpreter; keys whose
+    group scales do not fold). It checks its arguments and writes nothing when they are bad."""
+    from torch._inductor.utils import run_and_get_code
+
+    case = scoring_case(gen, "cpu", heads=64, query_lens=[4, 3], seq_lens=[300, 70], key_spread=9)
+    query = fp4.quantize_queries(case["q"], backend="triton")
+    layout = (case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"])
+    width = case["block_table"].shape[1] * 64
+
+    def scores(payload, scales, cache, weights, block_table, query_starts, row_ends):
+        out = torch.full((payload.shape[0], width), float("nan"), device=payload.device)
+        torch.ops.fp4.score_paged_eager_out(out, payload, scales, cache, weights, block_table, query_starts,
+                                            row_ends, 4)
+        return out
+
+    eager = fp4.score_paged(query, *layout, 4, backend="triton")
+    torch._dynamo.reset()
+    compiled, (code, *_) = run_and_get_code(torch.compile(scores, fullgraph=True), *query, *layout)
+    assert code.count("torch.ops.fp4.score_paged_eager_out.default(") == 1 and "score_paged_kernel" not in code
+    valid = reference.valid_region(case["query_starts"], case["row_ends"], width)
+    assert torch.equal(compiled[valid], eager[valid]) and compiled[~valid].isnan().all()
+    out = torch.full((query[0].shape[0], width - 64), float("nan"))
+    with pytest.raises(ValueError, match=re.escape("out: expected float32 [9, 384], got float32 [9, 320]")):
+        torch.ops.fp4.score_paged_eager_out(out, *query, *layout, 4)
+    right = torch.full((query[0].shape[0], width), float("nan"))
+    with pytest.raises(ValueError, match="max_query_len"):
+        torch.ops.fp4.score_paged_eager_out(right, *query, *layout, 0)
+    assert out.isnan().all() and right.isnan().all()
+
+
 def test_the_launcher_takes_the_wgmma_default(gen, monkeypatch):
     """The launcher asks ``wgmma_default`` when the launch names neither ``wgmma`` nor a tuning
     that shapes the hot pass, and then launches the wgmma plan (4-row blocks, a page per tile on 4
@@ -352,6 +386,49 @@ def test_the_public_op_takes_the_wgmma_pass_by_default(gen, monkeypatch, query_l
     assert seen == [(1, wgmma, rows), (2, 0, min(2, rows))]  # the exact pass on 2-row blocks after the wgmma pass
     out[~reference.valid_region(case["query_starts"], case["row_ends"], out.shape[1])] = float("nan")
     assert_matches_float64(out, query, case)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.version.hip is not None
+                    or torch.cuda.get_device_capability()[0] != 9, reason="needs an sm_90 NVIDIA GPU")
+@pytest.mark.parametrize("mode", [None, "reduce-overhead"])
+def test_the_opaque_scorer_takes_the_wgmma_pass_compiled(gen, mode):
+    """``torch.compile(fullgraph=True)`` of a step that scores through
+    ``fp4::score_paged_eager_out`` at 64 heads with 4-row requests: Inductor's code calls it once
+    and emits no scorer, and it runs eager's wgmma pass, so its logits equal eager's
+    ``fp4.score_paged`` bit for bit (keys and a query head that do not fold, so the exact pass
+    runs too); with ``mode="reduce-overhead"`` from a captured CUDA graph, replay after replay,
+    none skipped."""
+    from torch._dynamo.utils import counters
+    from torch._inductor.utils import run_and_get_code
+
+    case = scoring_case(gen, "cuda", heads=64, query_lens=[4, 3, 1], seq_lens=[2100, 4096, 700])
+    pages = case["block_table"].cpu()[:, [1, 3]].flatten().long()
+    slots = (pages[:, None] * 64 + torch.arange(0, 64, 5)).flatten()
+    fp4.store_keys(random_keys(slots.shape[0], gen, group_spread=9).cuda(), case["cache"], slots.cuda())
+    q = case["q"].clone()
+    q[0, 5, :32] *= 2.0**10
+    query = fp4.quantize_queries(q)
+    layout = (case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"])
+    width = case["block_table"].shape[1] * 64
+
+    def scores(payload, scales, cache, weights, block_table, query_starts, row_ends):
+        out = torch.empty((payload.shape[0], width), device=payload.device)
+        torch.ops.fp4.score_paged_eager_out(out, payload, scales, cache, weights, block_table, query_starts,
+                                            row_ends, 4)
+        return out
+
+    eager = fp4.score_paged(query, *layout, 4)
+    valid = reference.valid_region(case["query_starts"], case["row_ends"], width)
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(scores, fullgraph=True, mode=mode)
+    got, (code, *_) = run_and_get_code(compiled, *query, *layout)
+    assert code.count("torch.ops.fp4.score_paged_eager_out.default(") == 1 and "score_paged_kernel" not in code
+    assert torch.equal(got[valid], eager[valid])
+    for _ in range(3):
+        assert torch.equal(compiled(*query, *layout)[valid], eager[valid])
+    assert counters["inductor"]["cudagraph_skips"] == 0, dict(counters["inductor"])
 
 
 class _Lanes(np.ndarray):
