@@ -1,6 +1,7 @@
 """The wgmma hot pass under torch.compile: ``fp4.score_paged`` at 64 x 32768, next_n=4, 64 heads,
 eager (the wgmma pass by default) against compiled (Inductor's generated code; the default hot
-pass), then compiled with the wgmma pass traced. Inductor's launches of a user kernel drop the
+pass), then compiled through the opt-in opaque op ``fp4::score_paged_eager_out`` (eager's plan, an extern
+call), then compiled with the wgmma pass traced. Inductor's launches of a user kernel drop the
 ``maxnreg`` launch option, so the traced pass runs without its register cap: here on the capped
 plan's programs per SM and on two. Each compiled form's logits against eager's, bit for bit; GPU
 time of CUDA-graph replays. Inductor's caches are off, so that each form is traced again.
@@ -48,15 +49,24 @@ def main():
     eager = scores(*inputs)
     rows = [("eager default (wgmma pass)", device_us(lambda: scores(*inputs)), "")]
 
-    def compiled_row(name):
+    def compiled_row(name, step=scores):
         torch._dynamo.reset()
-        compiled = torch.compile(scores, fullgraph=True)
+        compiled = torch.compile(step, fullgraph=True)
         got = compiled(*inputs)
         same = torch.equal(got[valid], eager[valid])
         worst = ((got - eager).abs()[valid].max() / eager.abs()[valid].max()).item()
         rows.append((name, device_us(lambda: compiled(*inputs)), "equal" if same else f"differ ({worst:.1e})"))
 
     compiled_row("compiled default (default hot pass)")
+    width = case["block_table"].shape[1] * 64
+
+    def opaque_scores(payload, scales, cache, weights, block_table, query_starts, row_ends):
+        out = torch.empty((payload.shape[0], width), device=payload.device)
+        torch.ops.fp4.score_paged_eager_out(out, payload, scales, cache, weights, block_table, query_starts,
+                                            row_ends, 4)
+        return out
+
+    compiled_row("compiled, opaque `score_paged_eager_out` (eager's plan)", opaque_scores)
     cap, default = score.WGMMA_REGISTERS, score.wgmma_default
 
     def traced_default(word_fed, gpu, asm, heads, device, q_payload, kernel, max_query_len, out):
