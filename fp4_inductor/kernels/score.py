@@ -192,8 +192,8 @@ def launch_forms(exact: str, asm: bool, word_fed: bool, tile_pages: int, num_war
       in a layout that breaks pack=4 (tests/test_prmt.py compiles every default launch).
     ``wgmma`` (0 or 1; word-fed only): the hot pass on wgmmas in inline PTX (``score_wgmma``);
     the exact pass as after any word-fed hot pass. ``row_split``: the exact pass's row blocks are
-    the hot pass's cut in that many (``ROW_SPLIT``; the launcher's ``exact_rows`` tuning), on
-    that many times the programs along axis 1."""
+    the hot pass's cut in that many (``ROW_SPLIT``: 2 after the wgmma pass's 4-row blocks, else 1;
+    the launcher's ``exact_rows`` tuning sets it), on that many times the programs along axis 1."""
     if exact == "inline":
         return [dict(MODE=0, TILE_PAGES=tile_pages, SHARE_PAGES=tile_pages, SETUP_UNITS=setup, ASM=asm, WORDS=False,
                      WARPS=num_warps, PAIRS=False, SPLIT=1, WGMMA=0, ROW_SPLIT=1)]
