@@ -10,8 +10,8 @@
 # warm): the package's kernel, and with BASE=FILE that variant too (a copy of
 # kernels/score_kernel.py or score.py, e.g. `git show REV:fp4_inductor/kernels/score_kernel.py`),
 # bit for bit against each other; SHAPES and VARIANTS (e.g. SHAPES=64x32768x4
-# VARIANTS="shipped:wgmma=0 shipped:exact_rows=2": the exact pass at 4-row blocks after the wgmma
-# hot pass, against the 2-row pair and against 2-row blocks after the wgmma pass) widen it;
+# VARIANTS="shipped:wgmma=0 shipped:exact_rows=4": the default, 2-row exact blocks after the 4-row
+# wgmma hot pass, against the 2-row pair and against 4-row exact blocks after it) widen it;
 # `cuts` the hot loop with parts cut out (`cut_parts.py`; timing only, about 60 s warm); `wgmma`
 # the in-flight wgmma probes (`asm_wgmma.py`: an int8 wgmma in inline PTX, values, waits and time
 # of a tile loop; `wgmma_accumulators.py`: the fp8 dot's sums; about 30 s);

@@ -2,7 +2,9 @@
 
 Each op is a ``triton_op``: in eager it runs its body; under ``torch.compile``
 AOTAutograd decomposes the body, so Inductor sees the Triton kernels (through
-``wrap_triton``) or, on the CPU, the reference's aten ops. Input checks run in
+``wrap_triton``) or, on the CPU, the reference's aten ops. Two are opaque
+``custom_op``s, extern calls in Inductor's code: AITER's scorer, and the opt-in
+``score_paged_eager_out`` (the Triton scorer launched as in eager). Input checks run in
 the real body and in the fake kernel alike, so nothing invalid is traced or
 written (the checks live in ``_op_checks``). The public functions at the bottom are thin
 wrappers.
@@ -212,19 +214,22 @@ def _score_paged_eager_out(
     Inductor's code (docs/compile.md). Checks its arguments as ``fp4.score_paged_out`` does."""
     from .kernels.score import launch_score_paged
 
-    check_score(q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len)
-    check_score_out(out, q_payload, cache, block_table)
+    _check_score_eager_out(out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends,
+                           max_query_len)
     with on_device(out):
         launch_score_paged(out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends,
                            max_query_len)
 
 
 @_score_paged_eager_out.register_fake
-def _score_paged_eager_out_fake(
+def _check_score_eager_out(
     out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len
 ) -> None:
+    """``score_paged_out``'s checks with ``backend="triton"`` (the fake kernel too, so a compiled
+    graph that cannot run is refused when it is traced)."""
     check_score(q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len)
     check_score_out(out, q_payload, cache, block_table)
+    resolve_backend("triton", cache.device, "score_paged_eager_out")
 
 
 @triton_op("fp4::score_paged_out", mutates_args={"out"})

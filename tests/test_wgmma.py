@@ -178,11 +178,12 @@ def test_the_wgmma_default(monkeypatch):
 
 
 @pytest.mark.skipif(not INTERPRETER, reason="needs TRITON_INTERPRET=1 and triton")
-def test_the_opaque_scorer_compiles_to_one_extern_call(gen):
+def test_the_opaque_scorer_compiles_to_one_extern_call(gen, monkeypatch):
     """``fp4::score_paged_eager_out`` under ``torch.compile(fullgraph=True)``: Inductor's code
     makes one call of it and traces no kernel inside, and it launches as eager does, so the
     compiled logits equal eager's ``fp4.score_paged`` bit for bit (interpreter; keys whose
-    group scales do not fold). It checks its arguments and writes nothing when they are bad."""
+    group scales do not fold). It checks its arguments (and the backend, as ``score_paged_out``
+    with ``backend="triton"``) and writes nothing when they are bad."""
     from torch._inductor.utils import run_and_get_code
 
     case = scoring_case(gen, "cpu", heads=64, query_lens=[4, 3], seq_lens=[300, 70], key_spread=9)
@@ -209,6 +210,10 @@ def test_the_opaque_scorer_compiles_to_one_extern_call(gen):
     with pytest.raises(ValueError, match="max_query_len"):
         torch.ops.fp4.score_paged_eager_out(right, *query, *layout, 0)
     assert out.isnan().all() and right.isnan().all()
+    monkeypatch.setenv("TRITON_INTERPRET", "0")  # as score_paged_out(backend="triton"): no CPU launch without it
+    with pytest.raises(RuntimeError, match="backend='triton' on CPU tensors runs the Triton interpreter"):
+        torch.ops.fp4.score_paged_eager_out(right, *query, *layout, 4)
+    assert right.isnan().all()
 
 
 def test_the_launcher_takes_the_wgmma_default(gen, monkeypatch):
@@ -223,14 +228,14 @@ def test_the_launcher_takes_the_wgmma_default(gen, monkeypatch):
     out = torch.full((case["q"].shape[0], case["block_table"].shape[1] * 64), float("nan"))
     args = (out, *query, case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"],
             case["max_query_len"])
-    asked, launches = [], []
+    asked, launches, flags = [], [], []  # flags: each launch's flag bytes
 
     class Recorder:
         def __init__(self, kernel):
             pass
 
         def __getitem__(self, grid):
-            return lambda *launch_args, **named: launches.append((grid, named))
+            return lambda *launch_args, **named: launches.append((grid, named)) or flags.append(launch_args[17])
 
     def answer(*given):
         asked.append(given)
@@ -250,6 +255,10 @@ def test_the_launcher_takes_the_wgmma_default(gen, monkeypatch):
     assert (exact["MODE"], exact["WGMMA"], exact["ROWS"], exact["ROW_SPLIT"]) == (2, 0, 2, 2)
     assert "maxnreg" not in exact and hot["ROW_SPLIT"] == 1
     assert hot_grid == (65536 // (128 * 168) * 4, 1) and exact_grid == (hot_grid[0], 2)
+    # One flag byte per hot program, shared by both launches: exact program (i, j) reads flag
+    # (i // SPLIT) * (grid1 // ROW_SPLIT) + j // ROW_SPLIT, inside it.
+    assert flags[0] is flags[1] and flags[0].numel() == hot_grid[0] * hot_grid[1]
+    assert (exact_grid[0] // exact["SPLIT"]) * (exact_grid[1] // exact["ROW_SPLIT"]) == flags[0].numel()
     for exact_rows, split in ((4, 1), (2, 2), (1, 4)):  # the tuning sets it
         launches.clear()
         score.launch_score_paged(*args, asm=True, exact_rows=exact_rows)
@@ -277,8 +286,9 @@ def test_the_launcher_takes_the_wgmma_default(gen, monkeypatch):
 @pytest.mark.parametrize("query_lens, exact_rows, programs", [([4, 3], None, None), ([4, 3], 2, None),
                                                                ([4, 3], 1, None), ([8, 3], 2, None), ([8, 3], 2, 4)])
 def test_the_exact_pass_after_four_row_blocks(gen, query_lens, exact_rows, programs):
-    """With 4-row blocks (the wgmma plan, by default from next_n=3 on sm_90) the exact pass runs at
-    256 columns, which no other plan launches, or (``exact_rows``) at 2 or 1 rows per block, each
+    """After 4-row blocks (the wgmma plan, by default from next_n=3 on sm_90) the exact pass runs
+    on the hot pass's 4 rows (256 columns; ``exact_rows=4``, or a launch without the wgmma pass
+    as here) or at 2 (the default after the wgmma pass) or 1 rows per block, each
     hot block cut in parts that find its flag: on the interpreter, the plan's launch shape (a page
     per tile, 4 warps, the exact pass on the hot pass's programs) with keys and a query head that
     do not fold, against float64; 8 rows: two row blocks of 4 in the hot pass, four of 2 in the
@@ -304,6 +314,27 @@ def test_the_exact_pass_after_four_row_blocks(gen, query_lens, exact_rows, progr
                        exact_split=1, setup_units=6, **({} if exact_rows is None else {"exact_rows": exact_rows}),
                        **({} if programs is None else {"programs": programs}))
     assert_matches_float64(out, query, case)
+
+
+def spy_launches(monkeypatch) -> list:
+    """From now on, each scorer launch (``kernels.score.wrapped``) runs and is recorded as its
+    (MODE, WGMMA, ROWS, ROW_SPLIT), in the list returned."""
+    from fp4_inductor.kernels import score
+
+    seen, original = [], score.wrapped
+
+    class Spy:
+        def __init__(self, kernel):
+            self.launcher = original(kernel)
+
+        def __getitem__(self, grid):
+            def launch(*launch_args, **named):
+                seen.append((named["MODE"], named["WGMMA"], named["ROWS"], named["ROW_SPLIT"]))
+                return self.launcher[grid](*launch_args, **named)
+            return launch
+
+    monkeypatch.setattr(score, "wrapped", Spy)
+    return seen
 
 
 def assert_matches_float64(out, query, case):
@@ -363,27 +394,14 @@ def test_the_public_op_takes_the_wgmma_pass_by_default(gen, monkeypatch, query_l
     """``fp4.score_paged`` on an sm_90 GPU (eager, quantized queries from ``quantize_queries``):
     the hot pass on wgmmas (4-row blocks, then the exact pass on 2-row blocks) where the longest
     request has 3 rows or more, the default hot pass below; logits within 1e-5 of float64 either way."""
-    from fp4_inductor.kernels import score
-
-    seen, original = [], score.wrapped
-
-    class Spy:
-        def __init__(self, kernel):
-            self.launcher = original(kernel)
-
-        def __getitem__(self, grid):
-            def launch(*launch_args, **named):
-                seen.append((named["MODE"], named["WGMMA"], named["ROWS"]))
-                return self.launcher[grid](*launch_args, **named)
-            return launch
-
-    monkeypatch.setattr(score, "wrapped", Spy)
+    seen = spy_launches(monkeypatch)
     case = scoring_case(gen, "cuda", heads=64, query_lens=query_lens, seq_lens=[1500, 700, 90][:len(query_lens)])
     query = fp4.quantize_queries(case["q"])
     out = fp4.score_paged(query, case["cache"], case["weights"], case["block_table"], case["query_starts"],
                           case["row_ends"], case["max_query_len"])
     rows = 4 if wgmma else min(2, max(query_lens))
-    assert seen == [(1, wgmma, rows), (2, 0, min(2, rows))]  # the exact pass on 2-row blocks after the wgmma pass
+    # The exact pass on 2-row blocks after the wgmma pass (each hot block cut in two).
+    assert seen == [(1, wgmma, rows, 1), (2, 0, min(2, rows), 2 if wgmma else 1)]
     out[~reference.valid_region(case["query_starts"], case["row_ends"], out.shape[1])] = float("nan")
     assert_matches_float64(out, query, case)
 
@@ -392,13 +410,15 @@ def test_the_public_op_takes_the_wgmma_pass_by_default(gen, monkeypatch, query_l
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.version.hip is not None
                     or torch.cuda.get_device_capability()[0] != 9, reason="needs an sm_90 NVIDIA GPU")
 @pytest.mark.parametrize("mode", [None, "reduce-overhead"])
-def test_the_opaque_scorer_takes_the_wgmma_pass_compiled(gen, mode):
+def test_the_opaque_scorer_takes_the_wgmma_pass_compiled(gen, monkeypatch, mode):
     """``torch.compile(fullgraph=True)`` of a step that scores through
     ``fp4::score_paged_eager_out`` at 64 heads with 4-row requests: Inductor's code calls it once
-    and emits no scorer, and it runs eager's wgmma pass, so its logits equal eager's
-    ``fp4.score_paged`` bit for bit (keys and a query head that do not fold, so the exact pass
-    runs too); with ``mode="reduce-overhead"`` from a captured CUDA graph, replay after replay,
-    none skipped."""
+    and emits no scorer; its first call launches eager's plan (the wgmma hot pass on 4-row
+    blocks, the exact pass on 2-row blocks) and its logits equal eager's ``fp4.score_paged``
+    bit for bit (keys and a query head that do not fold, so the exact pass works); then new
+    queries and weights are copied into the same tensors three times and each call (with
+    ``mode="reduce-overhead"`` a replay of the captured CUDA graph, none skipped) equals eager
+    on them."""
     from torch._dynamo.utils import counters
     from torch._inductor.utils import run_and_get_code
 
@@ -408,9 +428,11 @@ def test_the_opaque_scorer_takes_the_wgmma_pass_compiled(gen, mode):
     fp4.store_keys(random_keys(slots.shape[0], gen, group_spread=9).cuda(), case["cache"], slots.cuda())
     q = case["q"].clone()
     q[0, 5, :32] *= 2.0**10
-    query = fp4.quantize_queries(q)
-    layout = (case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"])
+    payload, scales = fp4.quantize_queries(q)
+    weights = case["weights"].clone()
+    layout = (case["cache"], weights, case["block_table"], case["query_starts"], case["row_ends"])
     width = case["block_table"].shape[1] * 64
+    valid = reference.valid_region(case["query_starts"], case["row_ends"], width)
 
     def scores(payload, scales, cache, weights, block_table, query_starts, row_ends):
         out = torch.empty((payload.shape[0], width), device=payload.device)
@@ -418,17 +440,21 @@ def test_the_opaque_scorer_takes_the_wgmma_pass_compiled(gen, mode):
                                             row_ends, 4)
         return out
 
-    eager = fp4.score_paged(query, *layout, 4)
-    valid = reference.valid_region(case["query_starts"], case["row_ends"], width)
     torch._dynamo.reset()
     counters.clear()
     compiled = torch.compile(scores, fullgraph=True, mode=mode)
-    got, (code, *_) = run_and_get_code(compiled, *query, *layout)
+    seen = spy_launches(monkeypatch)
+    got, (code, *_) = run_and_get_code(compiled, payload, scales, *layout)
+    assert seen[:2] == [(1, 1, 4, 1), (2, 0, 2, 2)], seen
     assert code.count("torch.ops.fp4.score_paged_eager_out.default(") == 1 and "score_paged_kernel" not in code
-    assert torch.equal(got[valid], eager[valid])
+    assert torch.equal(got[valid], fp4.score_paged((payload, scales), *layout, 4)[valid])
     for _ in range(3):
-        assert torch.equal(compiled(*query, *layout)[valid], eager[valid])
-    assert counters["inductor"]["cudagraph_skips"] == 0, dict(counters["inductor"])
+        new_payload, new_scales = fp4.quantize_queries(torch.randn(q.shape, generator=gen).cuda() * q.abs())
+        payload.copy_(new_payload), scales.copy_(new_scales), weights.copy_(torch.randn(weights.shape, generator=gen))
+        got = compiled(payload, scales, *layout)
+        assert torch.equal(got[valid], fp4.score_paged((payload, scales), *layout, 4)[valid])
+    if mode == "reduce-overhead":
+        assert counters["inductor"]["cudagraph_skips"] == 0, dict(counters["inductor"])
 
 
 class _Lanes(np.ndarray):
