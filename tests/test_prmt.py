@@ -122,8 +122,8 @@ def four_columns_per_call(layout: str) -> bool:
 def default_launches() -> list[tuple[int, bool, dict]]:
     """(rows per block, bf16 queries, form) of every launch with the PTX builder that the
     scorer makes on an aligned CUDA cache at 64 heads, next_n=1 and 2, both exact forms, and
-    from next_n=3 the exact pass after the wgmma hot pass (2-row blocks, or 4 with the
-    ``exact_rows`` tuning; the wgmma pass itself is compiled in tests/test_wgmma.py); then a few
+    from next_n=3 the exact pass after the wgmma hot pass (``wgmma_exact_launches``; the wgmma pass
+    itself is compiled in tests/test_wgmma.py); then a few
     tuning forms (one page per tile)."""
     from fp4_inductor.kernels.score import launch_forms, launch_plan, word_fed_pass
 
@@ -136,12 +136,43 @@ def default_launches() -> list[tuple[int, bool, dict]]:
                 forms = launch_forms(exact, True, word_fed, tile, warps, pairs, split, setup)
                 forms += launch_forms(exact, True, word_fed, 1, 4)
                 launches += [(rows, query_float, form) for form in forms if form["ASM"]]
-    tile, warps, _, pairs, split, setup = launch_plan(True, 4 * 64, {}, 1)
-    for row_split in (2, 1):  # 2 by default, 1 the exact_rows=4 tuning (4-row blocks after it)
-        forms = launch_forms("fixup", True, True, tile, warps, pairs, split, setup, 1, row_split)
-        launches += [(4 // row_split, False, form) for form in forms if form["MODE"] == 2]
+    launches += wgmma_exact_launches()
     unique = {json.dumps(launch, sort_keys=True): launch for launch in launches}
     return list(unique.values())
+
+
+def wgmma_exact_launches() -> list[tuple[int, bool, dict]]:
+    """The exact pass's launches after the wgmma hot pass at next_n=4, as ``launch_score_paged``
+    makes them by default and with ``exact_rows=4`` (its device checks stood down, launches
+    recorded, not run), so the forms compiled here follow the launcher's defaults."""
+    import torch
+
+    from fp4_inductor.kernels import score
+
+    recorded = []
+
+    class Recorder:
+        def __init__(self, kernel):
+            pass
+
+        def __getitem__(self, grid):
+            return lambda *args, **named: recorded.append(named)
+
+    form_keys = score.launch_forms("fixup", True, True, 1, 4, wgmma=1)[1].keys()
+    saved = score.wrapped, score.check_wgmma
+    score.wrapped, score.check_wgmma = Recorder, lambda *args: None
+    try:
+        rows, cache = 8, torch.zeros(8, 64, 68, dtype=torch.uint8)
+        for tuning in ({}, {"exact_rows": 4}):
+            score.launch_score_paged(torch.empty(rows, 256), torch.zeros(rows, 64, 64, dtype=torch.uint8),
+                                     torch.zeros(rows, 64, 4, dtype=torch.uint8), cache, torch.randn(rows, 64),
+                                     torch.arange(8, dtype=torch.int32).view(2, 4),
+                                     torch.tensor([0, 4, rows], dtype=torch.int32),
+                                     torch.full((rows,), 200, dtype=torch.int32), 4, asm=True, **tuning)
+    finally:
+        score.wrapped, score.check_wgmma = saved
+    assert [(named["MODE"], named["WGMMA"]) for named in recorded] == [(1, 1), (2, 0)] * 2, recorded
+    return [(named["ROWS"], False, {k: named[k] for k in form_keys}) for named in recorded if named["MODE"] == 2]
 
 
 LAUNCHES = default_launches()
