@@ -203,6 +203,9 @@ def test_the_opaque_scorer_compiles_to_one_extern_call(gen, monkeypatch):
     assert code.count("torch.ops.fp4.score_paged_eager_out.default(") == 1 and "score_paged_kernel" not in code
     valid = reference.valid_region(case["query_starts"], case["row_ends"], width)
     assert torch.equal(compiled[valid], eager[valid]) and compiled[~valid].isnan().all()
+    # Its schema (the mutation of ``out``), fake kernel and autograd/functionalization registrations.
+    torch.library.opcheck(torch.ops.fp4.score_paged_eager_out.default,
+                          (torch.full_like(compiled, float("nan")), *query, *layout, 4))
     out = torch.full((query[0].shape[0], width - 64), float("nan"))
     with pytest.raises(ValueError, match=re.escape("out: expected float32 [9, 384], got float32 [9, 320]")):
         torch.ops.fp4.score_paged_eager_out(out, *query, *layout, 4)
