@@ -212,13 +212,10 @@ def _score_paged_eager_out(
     by default on sm_90 at 64 heads from 3 rows), so the traced op runs another plan there.
     Called opaque, the launcher runs as eager does: same pass, same bits. Not emitted into
     Inductor's code (docs/compile.md). Checks its arguments as ``fp4.score_paged_out`` does."""
-    from .kernels.score import launch_score_paged
-
     _check_score_eager_out(out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends,
                            max_query_len)
-    with on_device(out):
-        launch_score_paged(out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends,
-                           max_query_len)
+    _score_into(out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends, max_query_len,
+                "triton")
 
 
 @_score_paged_eager_out.register_fake

@@ -359,8 +359,7 @@ def launch_score_paged(
     # keys 169.1-169.3 against 168.5-168.6 (twice the exact programs, each leaving at once). The
     # ``exact_rows`` tuning (for the benchmarks) sets it.
     row_split = 2 if wgmma and rows_per_block == 4 and "ROW_SPLIT" in kernel.arg_names else 1
-    if "exact_rows" in tuning:
-        exact_rows = tuning["exact_rows"]
+    if "exact_rows" in tuning:  # ``exact_rows`` holds it, its type checked above
         if exact == "inline":
             raise ValueError(f"exact_rows: the one-launch form (exact='inline') has no exact pass of its own, got "
                              f"exact_rows={exact_rows!r}")
