@@ -1,6 +1,7 @@
 """Input builders shared by the tests (fresh random data, permuted pages, merged-page strides), and
 the scripts that compile the GPU kernels for sm_90 in a fresh process."""
 
+import contextlib
 import importlib.util
 import os
 import subprocess
@@ -146,6 +147,28 @@ def capture(kernel):
             return call
     return Grid()
 """
+
+
+@contextlib.contextmanager
+def recorded_scorer_launches():
+    """Inside it, each launch ``launch_score_paged`` makes is recorded, not run, as (grid, its
+    arguments in order, by name): a list, yielded (``kernels.score.wrapped`` stood in for)."""
+    from fp4_inductor.kernels import score
+
+    launches, original = [], score.wrapped
+
+    class Recorder:
+        def __init__(self, kernel):
+            pass
+
+        def __getitem__(self, grid):
+            return lambda *args, **named: launches.append((grid, args, named))
+
+    score.wrapped = Recorder
+    try:
+        yield launches
+    finally:
+        score.wrapped = original
 
 
 def run_sm90_script(script: str, *args: str) -> str:

@@ -14,7 +14,7 @@ pytest.importorskip("triton")
 
 from fp4_inductor.kernels import ptx  # noqa: E402
 from fp4_inductor.kernels.sm90 import sass_instructions  # noqa: E402
-from helpers import NEEDS_SM90_TOOLS, run_sm90_script  # noqa: E402
+from helpers import NEEDS_SM90_TOOLS, recorded_scorer_launches, run_sm90_script  # noqa: E402
 from ptx_emulator import Block, prmt  # noqa: E402
 
 U = np.uint64
@@ -149,28 +149,20 @@ def wgmma_exact_launches() -> list[tuple[int, bool, dict]]:
 
     from fp4_inductor.kernels import score
 
-    recorded = []
-
-    class Recorder:
-        def __init__(self, kernel):
-            pass
-
-        def __getitem__(self, grid):
-            return lambda *args, **named: recorded.append(named)
-
     form_keys = score.launch_forms("fixup", True, True, 1, 4, wgmma=1)[1].keys()
-    saved = score.wrapped, score.check_wgmma
-    score.wrapped, score.check_wgmma = Recorder, lambda *args: None
+    check_wgmma, score.check_wgmma = score.check_wgmma, lambda *args: None
     try:
-        rows, cache = 8, torch.zeros(8, 64, 68, dtype=torch.uint8)
-        for tuning in ({}, {"exact_rows": 4}):
-            score.launch_score_paged(torch.empty(rows, 256), torch.zeros(rows, 64, 64, dtype=torch.uint8),
-                                     torch.zeros(rows, 64, 4, dtype=torch.uint8), cache, torch.randn(rows, 64),
-                                     torch.arange(8, dtype=torch.int32).view(2, 4),
-                                     torch.tensor([0, 4, rows], dtype=torch.int32),
-                                     torch.full((rows,), 200, dtype=torch.int32), 4, asm=True, **tuning)
+        with recorded_scorer_launches() as launches:
+            rows, cache = 8, torch.zeros(8, 64, 68, dtype=torch.uint8)
+            for tuning in ({}, {"exact_rows": 4}):
+                score.launch_score_paged(torch.empty(rows, 256), torch.zeros(rows, 64, 64, dtype=torch.uint8),
+                                         torch.zeros(rows, 64, 4, dtype=torch.uint8), cache, torch.randn(rows, 64),
+                                         torch.arange(8, dtype=torch.int32).view(2, 4),
+                                         torch.tensor([0, 4, rows], dtype=torch.int32),
+                                         torch.full((rows,), 200, dtype=torch.int32), 4, asm=True, **tuning)
     finally:
-        score.wrapped, score.check_wgmma = saved
+        score.check_wgmma = check_wgmma
+    recorded = [named for _, _, named in launches]
     assert [(named["MODE"], named["WGMMA"]) for named in recorded] == [(1, 1), (2, 0)] * 2, recorded
     return [(named["ROWS"], False, {k: named[k] for k in form_keys}) for named in recorded if named["MODE"] == 2]
 

@@ -22,7 +22,8 @@ from fp4_inductor import reference
 from fp4_inductor.kernels import wgmma_source
 
 from conftest import HAS_TRITON, INTERPRETER
-from helpers import NEEDS_SM90_TOOLS, float64_scores, random_keys, run_sm90_script, scoring_case
+from helpers import (NEEDS_SM90_TOOLS, float64_scores, random_keys, recorded_scorer_launches, run_sm90_script,
+                     scoring_case)
 
 pytestmark = pytest.mark.skipif(not HAS_TRITON, reason="needs triton")
 
@@ -231,57 +232,51 @@ def test_the_launcher_takes_the_wgmma_default(gen, monkeypatch):
     out = torch.full((case["q"].shape[0], case["block_table"].shape[1] * 64), float("nan"))
     args = (out, *query, case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"],
             case["max_query_len"])
-    asked, launches, flags = [], [], []  # flags: each launch's flag bytes
-
-    class Recorder:
-        def __init__(self, kernel):
-            pass
-
-        def __getitem__(self, grid):
-            return lambda *launch_args, **named: launches.append((grid, named)) or flags.append(launch_args[17])
+    asked = []
 
     def answer(*given):
         asked.append(given)
         return True
 
-    monkeypatch.setattr(score, "wrapped", Recorder)
     monkeypatch.setattr(score, "wgmma_default", answer)
-    score.launch_score_paged(*args, asm=True)
-    assert len(asked) == 1
-    word_fed, gpu, asm, heads, device, q_payload, kernel, max_query_len, given_out = asked[0]
-    assert (word_fed, gpu, asm, heads, device, kernel, max_query_len) == (
-        True, False, True, 64, case["cache"].device, score.score_paged_kernel, 4)
-    assert q_payload.data_ptr() == query[0].data_ptr() and given_out is out
-    (hot_grid, hot), (exact_grid, exact) = launches
-    assert (hot["WGMMA"], hot["ROWS"], hot["TILE_PAGES"], hot["WARPS"], hot["maxnreg"]) == (1, 4, 1, 4, 168)
-    # The exact pass on 2-row blocks (each hot block cut in two), twice the programs along axis 1.
-    assert (exact["MODE"], exact["WGMMA"], exact["ROWS"], exact["ROW_SPLIT"]) == (2, 0, 2, 2)
-    assert "maxnreg" not in exact and hot["ROW_SPLIT"] == 1
-    assert hot_grid == (65536 // (128 * 168) * 4, 1) and exact_grid == (hot_grid[0], 2)
-    # One flag byte per hot program, shared by both launches: exact program (i, j) reads flag
-    # (i // SPLIT) * (grid1 // ROW_SPLIT) + j // ROW_SPLIT, inside it.
-    assert flags[0] is flags[1] and flags[0].numel() == hot_grid[0] * hot_grid[1]
-    assert (exact_grid[0] // exact["SPLIT"]) * (exact_grid[1] // exact["ROW_SPLIT"]) == flags[0].numel()
-    for exact_rows, split in ((4, 1), (2, 2), (1, 4)):  # the tuning sets it
+    with recorded_scorer_launches() as launches:
+        score.launch_score_paged(*args, asm=True)
+        assert len(asked) == 1
+        word_fed, gpu, asm, heads, device, q_payload, kernel, max_query_len, given_out = asked[0]
+        assert (word_fed, gpu, asm, heads, device, kernel, max_query_len) == (
+            True, False, True, 64, case["cache"].device, score.score_paged_kernel, 4)
+        assert q_payload.data_ptr() == query[0].data_ptr() and given_out is out
+        (hot_grid, hot_args, hot), (exact_grid, exact_args, exact) = launches
+        assert (hot["WGMMA"], hot["ROWS"], hot["TILE_PAGES"], hot["WARPS"], hot["maxnreg"]) == (1, 4, 1, 4, 168)
+        # The exact pass on 2-row blocks (each hot block cut in two), twice the programs along axis 1.
+        assert (exact["MODE"], exact["WGMMA"], exact["ROWS"], exact["ROW_SPLIT"]) == (2, 0, 2, 2)
+        assert "maxnreg" not in exact and hot["ROW_SPLIT"] == 1
+        assert hot_grid == (65536 // (128 * 168) * 4, 1) and exact_grid == (hot_grid[0], 2)
+        # One flag byte per hot program, shared by both launches: exact program (i, j) reads flag
+        # (i // SPLIT) * (grid1 // ROW_SPLIT) + j // ROW_SPLIT, inside it.
+        flags = hot_args[17]
+        assert exact_args[17] is flags and flags.numel() == hot_grid[0] * hot_grid[1]
+        assert (exact_grid[0] // exact["SPLIT"]) * (exact_grid[1] // exact["ROW_SPLIT"]) == flags.numel()
+        for exact_rows, split in ((4, 1), (2, 2), (1, 4)):  # the tuning sets it
+            launches.clear()
+            score.launch_score_paged(*args, asm=True, exact_rows=exact_rows)
+            (hot_grid, _, hot), (exact_grid, _, exact) = launches
+            assert (hot["ROWS"], hot["ROW_SPLIT"], exact["ROWS"], exact["ROW_SPLIT"]) == (4, 1, exact_rows, split)
+            assert exact_grid == (hot_grid[0], split * hot_grid[1])
+        old = type("OldKernel", (), {"arg_names": [n for n in score.score_paged_kernel.arg_names if n != "ROW_SPLIT"]})()
         launches.clear()
-        score.launch_score_paged(*args, asm=True, exact_rows=exact_rows)
-        (hot_grid, hot), (exact_grid, exact) = launches
-        assert (hot["ROWS"], hot["ROW_SPLIT"], exact["ROWS"], exact["ROW_SPLIT"]) == (4, 1, exact_rows, split)
-        assert exact_grid == (hot_grid[0], split * hot_grid[1])
-    old = type("OldKernel", (), {"arg_names": [n for n in score.score_paged_kernel.arg_names if n != "ROW_SPLIT"]})()
-    launches.clear()
-    with pytest.raises(ValueError, match="exact_rows: expected a kernel that takes ROW_SPLIT, got .*OldKernel"):
-        score.launch_score_paged(*args, asm=True, exact_rows=2, kernel=old)
-    # Without the tuning a kernel copy without ROW_SPLIT launches, its exact pass on the hot pass's 4 rows.
-    score.launch_score_paged(*args, asm=True, kernel=old)
-    assert [(grid, named["ROWS"]) for grid, named in launches] == [(hot_grid, 4), (hot_grid, 4)]
-    assert all("ROW_SPLIT" not in named for _, named in launches)
-    for tuning in (dict(wgmma=0), dict(tile_pages=2), dict(num_warps=8), dict(max_columns=128), dict(pairs=False),
-                   dict(programs_per_sm=1), dict(maxnreg=255), dict(num_stages=2)):
-        asked.clear(), launches.clear()
-        score.launch_score_paged(*args, asm=True, **tuning)
-        assert asked == [] and {named["WGMMA"] for _, named in launches} == {0}, tuning
-        assert launches[0][1]["ROWS"] == 2 and launches[0][0][1] == 2, tuning
+        with pytest.raises(ValueError, match="exact_rows: expected a kernel that takes ROW_SPLIT, got .*OldKernel"):
+            score.launch_score_paged(*args, asm=True, exact_rows=2, kernel=old)
+        # Without the tuning a kernel copy without ROW_SPLIT launches, its exact pass on the hot pass's 4 rows.
+        score.launch_score_paged(*args, asm=True, kernel=old)
+        assert [(grid, named["ROWS"]) for grid, _, named in launches] == [(hot_grid, 4), (hot_grid, 4)]
+        assert all("ROW_SPLIT" not in named for _, _, named in launches)
+        for tuning in (dict(wgmma=0), dict(tile_pages=2), dict(num_warps=8), dict(max_columns=128), dict(pairs=False),
+                       dict(programs_per_sm=1), dict(maxnreg=255), dict(num_stages=2)):
+            asked.clear(), launches.clear()
+            score.launch_score_paged(*args, asm=True, **tuning)
+            assert asked == [] and {named["WGMMA"] for _, _, named in launches} == {0}, tuning
+            assert launches[0][2]["ROWS"] == 2 and launches[0][0][1] == 2, tuning
     assert out.isnan().all()  # recorded, not run
 
 
