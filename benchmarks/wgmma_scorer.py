@@ -57,7 +57,7 @@ import triton
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from fp4_inductor.kernels.sm90 import dump_cubin  # noqa: E402
 from fp4_inductor.kernels.wgmma_source import (PROTOTYPE_PAGE, THREAD_LINES, build, constants,  # noqa: E402
-                                                group_body, load_raw, tile_body, tile_prologue)
+                                                group_body, load_raw, pack, tile_body, tile_prologue)
 from wgmma_common import load_written, ptxas_verdict, wgmma_order  # noqa: E402
 
 
@@ -86,7 +86,7 @@ def kernel_source(rows: int, tiles: int, depth: int = 0, halves: int = 0, shared
         body = tile_body(n, rows, depth, halves, shared_weights)
     else:
         for k in range(tiles):
-            prologue += load_raw(f"q{k}", PROTOTYPE_PAGE.format(index=f"p_begin + {k}"))
+            prologue += load_raw(f"q{k}", PROTOTYPE_PAGE.format(index=f"p_begin + {k}")) + [pack(f"q{k}")]
             prologue += build(f"q{k}", f"a{k}_", f"k{k}")
         prologue += [f"page{k} = {PROTOTYPE_PAGE.format(index=f'p_begin + {tiles + k}')}" for k in range(tiles)]
         body = group_body(tiles, n, rows)

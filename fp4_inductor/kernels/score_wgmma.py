@@ -212,11 +212,15 @@ def wgmma_rows2(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cac
     base = cache_ptr + (tl.load(bt_row + tl.minimum(page_begin + 0, last) * block_table_page_stride).to(tl.uint32).to(tl.int64)) * page_stride
     q0x0, q0x1, q0x2, q0x3 = tl.inline_asm_elementwise(LOAD4, LOAD4_C, [base.to(tl.int64) + t * 1024 + tok_lo * 16], dtype=(tl.int32,) * 4, is_pure=True, pack=1)
     q0y0, q0y1, q0y2, q0y3 = tl.inline_asm_elementwise(LOAD4, LOAD4_C, [base.to(tl.int64) + t * 1024 + tok_hi * 16], dtype=(tl.int32,) * 4, is_pure=True, pack=1)
-    q0e = tl.load(base + scale_lo).to(tl.int32) | (tl.load(base + scale_hi).to(tl.int32) << 16)
+    q0el = tl.load(base + scale_lo).to(tl.int32)
+    q0eh = tl.load(base + scale_hi).to(tl.int32)
+    q0e = q0el | (q0eh << 16)
     base = cache_ptr + (tl.load(bt_row + tl.minimum(page_begin + 1, last) * block_table_page_stride).to(tl.uint32).to(tl.int64)) * page_stride
     q1x0, q1x1, q1x2, q1x3 = tl.inline_asm_elementwise(LOAD4, LOAD4_C, [base.to(tl.int64) + t * 1024 + tok_lo * 16], dtype=(tl.int32,) * 4, is_pure=True, pack=1)
     q1y0, q1y1, q1y2, q1y3 = tl.inline_asm_elementwise(LOAD4, LOAD4_C, [base.to(tl.int64) + t * 1024 + tok_hi * 16], dtype=(tl.int32,) * 4, is_pure=True, pack=1)
-    q1e = tl.load(base + scale_lo).to(tl.int32) | (tl.load(base + scale_hi).to(tl.int32) << 16)
+    q1el = tl.load(base + scale_lo).to(tl.int32)
+    q1eh = tl.load(base + scale_hi).to(tl.int32)
+    q1e = q1el | (q1eh << 16)
     k0 = tl.inline_asm_elementwise(KMAX, '=r,r', [q0e], dtype=tl.int32, is_pure=True, pack=1)
     s_lo = 3 - ((k0 & 0xFFFF) - (q0e & 0xFFFF))
     s_hi = 3 - ((k0 >> 16) - (q0e >> 16))
@@ -236,7 +240,8 @@ def wgmma_rows2(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cac
         base = cache_ptr + (page0) * page_stride
         q2x0, q2x1, q2x2, q2x3 = tl.inline_asm_elementwise(LOAD4, LOAD4_C, [base.to(tl.int64) + t * 1024 + tok_lo * 16], dtype=(tl.int32,) * 4, is_pure=True, pack=1)
         q2y0, q2y1, q2y2, q2y3 = tl.inline_asm_elementwise(LOAD4, LOAD4_C, [base.to(tl.int64) + t * 1024 + tok_hi * 16], dtype=(tl.int32,) * 4, is_pure=True, pack=1)
-        q2e = tl.load(base + scale_lo).to(tl.int32) | (tl.load(base + scale_hi).to(tl.int32) << 16)
+        q2el = tl.load(base + scale_lo).to(tl.int32)
+        q2eh = tl.load(base + scale_hi).to(tl.int32)
         page0 = tl.load(bt_row + tl.minimum(T + 3, last) * block_table_page_stride).to(tl.uint32).to(tl.int64)
         d0_0, d0_1, d0_2, d0_3, d0_4, d0_5, d0_6, d0_7, d0_8, d0_9, d0_10, d0_11, d0_12, d0_13, d0_14, d0_15, d0_16, d0_17, d0_18, d0_19, d0_20, d0_21, d0_22, d0_23, d0_24, d0_25, d0_26, d0_27, d0_28, d0_29, d0_30, d0_31 = tl.inline_asm_elementwise(ISSUE_128_H0, ISSUE_C_64, [a0_0, a0_1, a0_2, a0_3, a0_4, a0_5, a0_6, a0_7, a0_8, a0_9, a0_10, a0_11, a0_12, a0_13, a0_14, a0_15, queries], dtype=(tl.int32,) * 32, is_pure=True, pack=1)
         d0_0, d0_1, d0_2, d0_3, d0_4, d0_5, d0_6, d0_7, d0_8, d0_9, d0_10, d0_11, d0_12, d0_13, d0_14, d0_15, d0_16, d0_17, d0_18, d0_19, d0_20, d0_21, d0_22, d0_23, d0_24, d0_25, d0_26, d0_27, d0_28, d0_29, d0_30, d0_31 = tl.inline_asm_elementwise(WAIT_64_0, WAIT_C_64, [d0_0, d0_1, d0_2, d0_3, d0_4, d0_5, d0_6, d0_7, d0_8, d0_9, d0_10, d0_11, d0_12, d0_13, d0_14, d0_15, d0_16, d0_17, d0_18, d0_19, d0_20, d0_21, d0_22, d0_23, d0_24, d0_25, d0_26, d0_27, d0_28, d0_29, d0_30, d0_31, zero], dtype=(tl.int32,) * 32, is_pure=True, pack=1)
@@ -422,7 +427,7 @@ def wgmma_rows2(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cac
         a0_13, a0_15 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [q1y3, lo_h, hi_h], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
         q1x0, q1x1, q1x2, q1x3 = q2x0, q2x1, q2x2, q2x3
         q1y0, q1y1, q1y2, q1y3 = q2y0, q2y1, q2y2, q2y3
-        q1e = q2e
+        q1e = q2el | (q2eh << 16)
     keys = tl.min(fewest, axis=0)
     return tl.minimum(fewest_in, tl.where(tl.min(query_fold, axis=0) < 0, -1, keys))
 
@@ -714,11 +719,15 @@ def wgmma_rows4(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cac
     base = cache_ptr + (tl.load(bt_row + tl.minimum(page_begin + 0, last) * block_table_page_stride).to(tl.uint32).to(tl.int64)) * page_stride
     q0x0, q0x1, q0x2, q0x3 = tl.inline_asm_elementwise(LOAD4, LOAD4_C, [base.to(tl.int64) + t * 1024 + tok_lo * 16], dtype=(tl.int32,) * 4, is_pure=True, pack=1)
     q0y0, q0y1, q0y2, q0y3 = tl.inline_asm_elementwise(LOAD4, LOAD4_C, [base.to(tl.int64) + t * 1024 + tok_hi * 16], dtype=(tl.int32,) * 4, is_pure=True, pack=1)
-    q0e = tl.load(base + scale_lo).to(tl.int32) | (tl.load(base + scale_hi).to(tl.int32) << 16)
+    q0el = tl.load(base + scale_lo).to(tl.int32)
+    q0eh = tl.load(base + scale_hi).to(tl.int32)
+    q0e = q0el | (q0eh << 16)
     base = cache_ptr + (tl.load(bt_row + tl.minimum(page_begin + 1, last) * block_table_page_stride).to(tl.uint32).to(tl.int64)) * page_stride
     q1x0, q1x1, q1x2, q1x3 = tl.inline_asm_elementwise(LOAD4, LOAD4_C, [base.to(tl.int64) + t * 1024 + tok_lo * 16], dtype=(tl.int32,) * 4, is_pure=True, pack=1)
     q1y0, q1y1, q1y2, q1y3 = tl.inline_asm_elementwise(LOAD4, LOAD4_C, [base.to(tl.int64) + t * 1024 + tok_hi * 16], dtype=(tl.int32,) * 4, is_pure=True, pack=1)
-    q1e = tl.load(base + scale_lo).to(tl.int32) | (tl.load(base + scale_hi).to(tl.int32) << 16)
+    q1el = tl.load(base + scale_lo).to(tl.int32)
+    q1eh = tl.load(base + scale_hi).to(tl.int32)
+    q1e = q1el | (q1eh << 16)
     k0 = tl.inline_asm_elementwise(KMAX, '=r,r', [q0e], dtype=tl.int32, is_pure=True, pack=1)
     s_lo = 3 - ((k0 & 0xFFFF) - (q0e & 0xFFFF))
     s_hi = 3 - ((k0 >> 16) - (q0e >> 16))
@@ -738,7 +747,8 @@ def wgmma_rows4(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cac
         base = cache_ptr + (page0) * page_stride
         q2x0, q2x1, q2x2, q2x3 = tl.inline_asm_elementwise(LOAD4, LOAD4_C, [base.to(tl.int64) + t * 1024 + tok_lo * 16], dtype=(tl.int32,) * 4, is_pure=True, pack=1)
         q2y0, q2y1, q2y2, q2y3 = tl.inline_asm_elementwise(LOAD4, LOAD4_C, [base.to(tl.int64) + t * 1024 + tok_hi * 16], dtype=(tl.int32,) * 4, is_pure=True, pack=1)
-        q2e = tl.load(base + scale_lo).to(tl.int32) | (tl.load(base + scale_hi).to(tl.int32) << 16)
+        q2el = tl.load(base + scale_lo).to(tl.int32)
+        q2eh = tl.load(base + scale_hi).to(tl.int32)
         page0 = tl.load(bt_row + tl.minimum(T + 3, last) * block_table_page_stride).to(tl.uint32).to(tl.int64)
         d0_0, d0_1, d0_2, d0_3, d0_4, d0_5, d0_6, d0_7, d0_8, d0_9, d0_10, d0_11, d0_12, d0_13, d0_14, d0_15, d0_16, d0_17, d0_18, d0_19, d0_20, d0_21, d0_22, d0_23, d0_24, d0_25, d0_26, d0_27, d0_28, d0_29, d0_30, d0_31, d0_32, d0_33, d0_34, d0_35, d0_36, d0_37, d0_38, d0_39, d0_40, d0_41, d0_42, d0_43, d0_44, d0_45, d0_46, d0_47, d0_48, d0_49, d0_50, d0_51, d0_52, d0_53, d0_54, d0_55, d0_56, d0_57, d0_58, d0_59, d0_60, d0_61, d0_62, d0_63 = tl.inline_asm_elementwise(ISSUE_256_H0, ISSUE_C_128, [a0_0, a0_1, a0_2, a0_3, a0_4, a0_5, a0_6, a0_7, a0_8, a0_9, a0_10, a0_11, a0_12, a0_13, a0_14, a0_15, queries], dtype=(tl.int32,) * 64, is_pure=True, pack=1)
         d0_0, d0_1, d0_2, d0_3, d0_4, d0_5, d0_6, d0_7, d0_8, d0_9, d0_10, d0_11, d0_12, d0_13, d0_14, d0_15, d0_16, d0_17, d0_18, d0_19, d0_20, d0_21, d0_22, d0_23, d0_24, d0_25, d0_26, d0_27, d0_28, d0_29, d0_30, d0_31, d0_32, d0_33, d0_34, d0_35, d0_36, d0_37, d0_38, d0_39, d0_40, d0_41, d0_42, d0_43, d0_44, d0_45, d0_46, d0_47, d0_48, d0_49, d0_50, d0_51, d0_52, d0_53, d0_54, d0_55, d0_56, d0_57, d0_58, d0_59, d0_60, d0_61, d0_62, d0_63 = tl.inline_asm_elementwise(WAIT_128_0, WAIT_C_128, [d0_0, d0_1, d0_2, d0_3, d0_4, d0_5, d0_6, d0_7, d0_8, d0_9, d0_10, d0_11, d0_12, d0_13, d0_14, d0_15, d0_16, d0_17, d0_18, d0_19, d0_20, d0_21, d0_22, d0_23, d0_24, d0_25, d0_26, d0_27, d0_28, d0_29, d0_30, d0_31, d0_32, d0_33, d0_34, d0_35, d0_36, d0_37, d0_38, d0_39, d0_40, d0_41, d0_42, d0_43, d0_44, d0_45, d0_46, d0_47, d0_48, d0_49, d0_50, d0_51, d0_52, d0_53, d0_54, d0_55, d0_56, d0_57, d0_58, d0_59, d0_60, d0_61, d0_62, d0_63, zero], dtype=(tl.int32,) * 64, is_pure=True, pack=1)
@@ -1074,7 +1084,7 @@ def wgmma_rows4(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cac
         a0_13, a0_15 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [q1y3, lo_h, hi_h], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
         q1x0, q1x1, q1x2, q1x3 = q2x0, q2x1, q2x2, q2x3
         q1y0, q1y1, q1y2, q1y3 = q2y0, q2y1, q2y2, q2y3
-        q1e = q2e
+        q1e = q2el | (q2eh << 16)
     keys = tl.min(fewest, axis=0)
     return tl.minimum(fewest_in, tl.where(tl.min(query_fold, axis=0) < 0, -1, keys))
 

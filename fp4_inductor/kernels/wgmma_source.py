@@ -85,8 +85,19 @@ def load_raw(raw: str, page: str) -> list[str]:
         "[base.to(tl.int64) + t * 1024 + tok_lo * 16], dtype=(tl.int32,) * 4, is_pure=True, pack=1)",
         f"{names(raw + 'y', 4)} = tl.inline_asm_elementwise(LOAD4, LOAD4_C, "
         "[base.to(tl.int64) + t * 1024 + tok_hi * 16], dtype=(tl.int32,) * 4, is_pure=True, pack=1)",
-        f"{raw}e = tl.load(base + scale_lo).to(tl.int32) | (tl.load(base + scale_hi).to(tl.int32) << 16)",
+        # The two scale bytes stay apart until ``pack``, which the tile loop runs where it hands
+        # the tile on, after its dots: packed here, the loop waited for both loads before the dot
+        # that follows (a wgmma fence keeps the pack above it; 21 % of the loop's stall samples
+        # under ncu at next_n=4). H100, A/B (docs/benchmarks.md, stop 56): the 2-row pass
+        # 109.4-110.5 us against 113.1-113.4 at next_n=2; 4 rows 166.0-170.9 against 171.4-174.0.
+        f"{raw}el = tl.load(base + scale_lo).to(tl.int32)",
+        f"{raw}eh = tl.load(base + scale_hi).to(tl.int32)",
     ]
+
+
+def pack(raw: str, into: str = "") -> str:
+    """A tile's two scale bytes (``load_raw``) packed into one word, ``{into or raw}e``."""
+    return f"{into or raw}e = {raw}el | ({raw}eh << 16)"
 
 
 def build(raw: str, a: str, kmax: str) -> list[str]:
@@ -199,7 +210,7 @@ def group_body(tiles: int, n: int, rows: int, page: str = PROTOTYPE_PAGE) -> lis
         body.append(wait(f"d{k}_", tiles - 1 - k, n, "done" if k else "zero"))
         body += epilogue(f"d{k}_", f"k{k}", f"T + {k}", rows, "done")
     for k in range(tiles):
-        body += build(f"q{k}", f"a{k}_", f"k{k}")
+        body += [pack(f"q{k}")] + build(f"q{k}", f"a{k}_", f"k{k}")
     return body
 
 
@@ -229,7 +240,8 @@ def tile_body(n: int, rows: int, depth: int, halves: int = 0, shared_weights: bo
         body += epilogue("d0_", "k0", "T", rows, "done", 0, shared_weights)
     body += build("q1", "a0_", "k0")
     for k in range(1, depth + 1):
-        body += [f"{names(f'q{k}{p}', 4)} = {names(f'q{k + 1}{p}', 4)}" for p in "xy"] + [f"q{k}e = q{k + 1}e"]
+        body += [f"{names(f'q{k}{p}', 4)} = {names(f'q{k + 1}{p}', 4)}" for p in "xy"] + [
+            pack(f"q{k + 1}", f"q{k}") if k == depth else f"q{k}e = q{k + 1}e"]
     return body
 
 
@@ -238,7 +250,7 @@ def tile_prologue(depth: int, begin: str, page: str = PROTOTYPE_PAGE) -> list[st
     depth + 1 tiles loaded (q0 .. q{depth}), the first one's operand built, the next page's id."""
     lines = []
     for k in range(depth + 1):
-        lines += load_raw(f"q{k}", page.format(index=f"{begin} + {k}"))
+        lines += load_raw(f"q{k}", page.format(index=f"{begin} + {k}")) + [pack(f"q{k}")]
     lines += build("q0", "a0_", "k0")
     lines.append(f"page0 = {page.format(index=f'{begin} + {depth + 1}')}")
     return lines
