@@ -41,6 +41,84 @@ def test_every_asm_string_is_one_line():
         assert "\n" not in text, name
 
 
+def names_read_before_set(source: str, module_names=()) -> dict[str, list[str]]:
+    """Per function of ``source``: the names it reads before any statement above (in program
+    order, a loop's body once, from the top) has set them, and that are not the module's (nor
+    ``module_names``, where ``source`` holds the functions only). A name
+    that a loop's body reads at its top and sets only further down (a value the loop carries) must
+    be set before the loop too."""
+    import ast
+    import builtins
+
+    tree = ast.parse(source)
+    module = set(dir(builtins)) | set(module_names)
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            module |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.FunctionDef):
+            module.add(node.name)
+        elif isinstance(node, ast.Assign):
+            module |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+
+    def reads(node) -> set[str]:
+        return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+    def sets(target) -> set[str]:
+        return {n.id for n in ast.walk(target) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+    def walk(statements, known: set, missing: list) -> set:
+        for statement in statements:
+            if isinstance(statement, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                value_reads = reads(statement.value) if statement.value is not None else set()
+                if isinstance(statement, ast.AugAssign):
+                    value_reads |= sets(statement.target)
+                missing += sorted(value_reads - known - module)
+                targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+                for target in targets:
+                    known = known | sets(target)
+            elif isinstance(statement, ast.For):
+                missing += sorted(reads(statement.iter) - known - module)
+                known = walk(statement.body, known | sets(statement.target), missing)
+            elif isinstance(statement, ast.If):
+                missing += sorted(reads(statement.test) - known - module)
+                known = walk(statement.body, known, missing) & walk(statement.orelse, known, missing)
+            else:
+                missing += sorted(reads(statement) - known - module)
+        return known
+
+    found = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            missing = []
+            walk(node.body, {a.arg for a in node.args.args}, missing)
+            found[node.name] = missing
+    return found
+
+
+def test_every_written_out_name_is_set_before_it_is_read():
+    """Triton reports a name read before it is set only when it compiles the kernel for a GPU.
+    The package's kernels, and every form of the prototype (``benchmarks/wgmma_scorer.py``'s
+    ALL_FORMS, which take the generator's loops with keys carried 0-2 steps, 1-3 dots in flight
+    and the tile's dot whole or in halves) read nothing before setting it; the checker itself
+    finds a value a loop carries but that is never set before the loop."""
+    import importlib
+    import sys
+
+    assert names_read_before_set(wgmma_source.module_source()) == {
+        "wgmma_rows2": [], "wgmma_rows4": [], "wgmma_request": []}
+    bench = os.path.join(os.path.dirname(__file__), "..", "benchmarks")
+    sys.path.insert(0, bench)
+    try:
+        scorer = importlib.import_module("wgmma_scorer")
+    finally:
+        sys.path.remove(bench)
+    header = {"triton", "tl", *wgmma_source.constants()}
+    for form in scorer.ALL_FORMS:
+        assert names_read_before_set(scorer.kernel_source(*form), header) == {scorer.form_name(*form): []}, form
+    carried = "def f(n):\n    a = 0\n    for i in range(n):\n        c = a + b\n        b = c\n    return c\n"
+    assert names_read_before_set(carried) == {"f": ["b"]}
+
+
 _COMPILE = NEEDS_SM90_TOOLS + """
 import json
 from fp4_inductor.kernels import score
