@@ -25,7 +25,12 @@
 # prototype (same halves and weights) under ncu at next_n=4 and 2, then ncu's source-level sampling
 # of the package's at next_n=4 ($OUT/wgprobe_source.csv.gz: stalls per SASS line, summed by part
 # with benchmarks/ncu_source_summary.py; about 400 s cold); `traced` the wgmma hot pass under
-# torch.compile (`traced_wgmma.py`: eager against compiled, bits and time; about 100 s).
+# torch.compile (`traced_wgmma.py`: eager against compiled, bits and time; about 100 s);
+# `occupancy` the wgmma hot pass at lower register caps, for more programs per SM (CAPS="C2,C4",
+# the caps at 2 and 4 rows, default 96,128: 5 and 4 programs per SM where the launcher's 128 and 168
+# plan 4 and 3; a copy of kernels/score.py with those caps, against the package's, `score_ab.py`,
+# bit for bit and timed (`wgmma=1` at 2 rows DIFFERS from the default hot pass in its sums' order,
+# as in `hotwg`); SHAPES sets the shapes; about 150 s).
 # Logs go to $OUT.
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp}
@@ -100,6 +105,18 @@ wgprobe)
 traced)
   timeout 200 python3 benchmarks/traced_wgmma.py > "$OUT/traced_wgmma.log" 2>&1 || echo "traced_wgmma: rc $?"
   grep "^|" "$OUT/traced_wgmma.log"
+  ;;
+occupancy)
+  caps=${CAPS:-96,128}
+  variant=/tmp/score_occupancy.py
+  sed "s/^WGMMA_REGISTERS = .*/WGMMA_REGISTERS = {128: ${caps%,*}, 256: ${caps#*,}}/" fp4_inductor/kernels/score.py > $variant
+  grep -q "^WGMMA_REGISTERS = {128: ${caps%,*}, 256: ${caps#*,}}$" $variant || { echo "occupancy: the caps did not take"; exit 1; }
+  cd benchmarks
+  PYTHONPATH=$PWD/..:$PWD timeout "${AB_S:-300}" python3 score_ab.py \
+    --shapes ${SHAPES:-64x32768x4,64x32768x3,64x32768x2,16x131072x2} --rounds 2 \
+    shipped $variant shipped:wgmma=1 $variant:wgmma=1 > "$OUT/occupancy.log" 2>&1 || echo "score_ab: rc $?"
+  grep -h "DIFFERS" "$OUT/occupancy.log"
+  grep -h "^| [0-9]" "$OUT/occupancy.log" | awk '!seen[$0]++'
   ;;
 cuts)
   python3 benchmarks/cut_parts.py /tmp/cuts > /dev/null || exit 1
