@@ -44,9 +44,10 @@ def test_every_asm_string_is_one_line():
 def names_read_before_set(source: str, module_names=()) -> dict[str, list[str]]:
     """Per function of ``source``: the names it reads before any statement above (in program
     order, a loop's body once, from the top) has set them, and that are not the module's (nor
-    ``module_names``, where ``source`` holds the functions only). A name
-    that a loop's body reads at its top and sets only further down (a value the loop carries) must
-    be set before the loop too."""
+    ``module_names``, where ``source`` holds the functions only). A name that a loop's body reads
+    at its top and sets only further down (a value the loop carries) must be set before the loop
+    too. Statements other than assignments, ``for`` and ``if`` count as reads only (the written-out
+    kernels hold no others)."""
     import ast
     import builtins
 
