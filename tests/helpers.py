@@ -150,19 +150,24 @@ def capture(kernel):
 
 
 @contextlib.contextmanager
-def recorded_scorer_launches():
-    """Inside it, each launch ``launch_score_paged`` makes is recorded, not run, as (grid, its
-    arguments in order, by name): a list, yielded (``kernels.score.wrapped`` stood in for)."""
+def recorded_scorer_launches(run: bool = False):
+    """Inside it, each launch ``launch_score_paged`` makes is recorded as (grid, its arguments in
+    order, by name): a list, yielded (``kernels.score.wrapped`` stood in for). ``run``: each
+    launch runs too; else none does."""
     from fp4_inductor.kernels import score
 
     launches, original = [], score.wrapped
 
     class Recorder:
         def __init__(self, kernel):
-            pass
+            self.launcher = original(kernel) if run else None
 
         def __getitem__(self, grid):
-            return lambda *args, **named: launches.append((grid, args, named))
+            def launch(*args, **named):
+                launches.append((grid, args, named))
+                if run:
+                    self.launcher[grid](*args, **named)
+            return launch
 
     score.wrapped = Recorder
     try:

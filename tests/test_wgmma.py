@@ -394,25 +394,9 @@ def test_the_exact_pass_after_four_row_blocks(gen, query_lens, exact_rows, progr
     assert_matches_float64(out, query, case)
 
 
-def spy_launches(monkeypatch) -> list:
-    """From now on, each scorer launch (``kernels.score.wrapped``) runs and is recorded as its
-    (MODE, WGMMA, ROWS, ROW_SPLIT), in the list returned."""
-    from fp4_inductor.kernels import score
-
-    seen, original = [], score.wrapped
-
-    class Spy:
-        def __init__(self, kernel):
-            self.launcher = original(kernel)
-
-        def __getitem__(self, grid):
-            def launch(*launch_args, **named):
-                seen.append((named["MODE"], named["WGMMA"], named["ROWS"], named["ROW_SPLIT"]))
-                return self.launcher[grid](*launch_args, **named)
-            return launch
-
-    monkeypatch.setattr(score, "wrapped", Spy)
-    return seen
+def passes(launches) -> list:
+    """The (MODE, WGMMA, ROWS, ROW_SPLIT) of each of ``recorded_scorer_launches``' launches."""
+    return [(named["MODE"], named["WGMMA"], named["ROWS"], named["ROW_SPLIT"]) for _, _, named in launches]
 
 
 def assert_matches_float64(out, query, case):
@@ -468,18 +452,18 @@ def test_logits_match_float64_on_the_gpu(gen, query_lens, seq_lens, programs):
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.version.hip is not None
                     or torch.cuda.get_device_capability()[0] != 9, reason="needs an sm_90 NVIDIA GPU")
 @pytest.mark.parametrize("query_lens, wgmma", [([1, 1], 0), ([2, 1], 0), ([3, 1, 2], 1), ([4, 4], 1), ([8, 2], 1)])
-def test_the_public_op_takes_the_wgmma_pass_by_default(gen, monkeypatch, query_lens, wgmma):
+def test_the_public_op_takes_the_wgmma_pass_by_default(gen, query_lens, wgmma):
     """``fp4.score_paged`` on an sm_90 GPU (eager, quantized queries from ``quantize_queries``):
     the hot pass on wgmmas (4-row blocks, then the exact pass on 2-row blocks) where the longest
     request has 3 rows or more, the default hot pass below; logits within 1e-5 of float64 either way."""
-    seen = spy_launches(monkeypatch)
     case = scoring_case(gen, "cuda", heads=64, query_lens=query_lens, seq_lens=[1500, 700, 90][:len(query_lens)])
     query = fp4.quantize_queries(case["q"])
-    out = fp4.score_paged(query, case["cache"], case["weights"], case["block_table"], case["query_starts"],
-                          case["row_ends"], case["max_query_len"])
+    with recorded_scorer_launches(run=True) as launches:
+        out = fp4.score_paged(query, case["cache"], case["weights"], case["block_table"], case["query_starts"],
+                              case["row_ends"], case["max_query_len"])
     rows = 4 if wgmma else min(2, max(query_lens))
     # The exact pass on 2-row blocks after the wgmma pass (each hot block cut in two).
-    assert seen == [(1, wgmma, rows, 1), (2, 0, min(2, rows), 2 if wgmma else 1)]
+    assert passes(launches) == [(1, wgmma, rows, 1), (2, 0, min(2, rows), 2 if wgmma else 1)]
     out[~reference.valid_region(case["query_starts"], case["row_ends"], out.shape[1])] = float("nan")
     assert_matches_float64(out, query, case)
 
@@ -488,7 +472,7 @@ def test_the_public_op_takes_the_wgmma_pass_by_default(gen, monkeypatch, query_l
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.version.hip is not None
                     or torch.cuda.get_device_capability()[0] != 9, reason="needs an sm_90 NVIDIA GPU")
 @pytest.mark.parametrize("mode", [None, "reduce-overhead"])
-def test_the_opaque_scorer_takes_the_wgmma_pass_compiled(gen, monkeypatch, mode):
+def test_the_opaque_scorer_takes_the_wgmma_pass_compiled(gen, mode):
     """``torch.compile(fullgraph=True)`` of a step that scores through
     ``fp4::score_paged_eager_out`` at 64 heads with 4-row requests: Inductor's code calls it once
     and emits no scorer; its first call launches eager's plan (the wgmma hot pass on 4-row
@@ -521,9 +505,9 @@ def test_the_opaque_scorer_takes_the_wgmma_pass_compiled(gen, monkeypatch, mode)
     torch._dynamo.reset()
     counters.clear()
     compiled = torch.compile(scores, fullgraph=True, mode=mode)
-    seen = spy_launches(monkeypatch)
-    got, (code, *_) = run_and_get_code(compiled, payload, scales, *layout)
-    assert seen[:2] == [(1, 1, 4, 1), (2, 0, 2, 2)], seen
+    with recorded_scorer_launches(run=True) as launches:
+        got, (code, *_) = run_and_get_code(compiled, payload, scales, *layout)
+    assert passes(launches)[:2] == [(1, 1, 4, 1), (2, 0, 2, 2)], passes(launches)
     assert code.count("torch.ops.fp4.score_paged_eager_out.default(") == 1 and "score_paged_kernel" not in code
     assert torch.equal(got[valid], fp4.score_paged((payload, scales), *layout, 4)[valid])
     for _ in range(3):
