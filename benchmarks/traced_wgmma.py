@@ -6,7 +6,7 @@ call), then compiled with the wgmma pass traced. Inductor's launches of a user k
 plan's programs per SM and on two. Each compiled form's logits against eager's, bit for bit; GPU
 time of CUDA-graph replays. Inductor's caches are off, so that each form is traced again.
 
-python benchmarks/traced_wgmma.py   (results: docs/benchmarks.md, stops 54 and 55; the opaque op's row not run yet)
+python benchmarks/traced_wgmma.py   (results: docs/benchmarks.md, stops 54, 55 and 56)
 """
 
 import inspect

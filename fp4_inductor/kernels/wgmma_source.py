@@ -238,7 +238,8 @@ def tile_body(n: int, rows: int, depth: int, halves: int = 0, shared_weights: bo
     else:
         body += [issue("d0_", "a0_", n), wait("d0_", 0, n)]
         body += epilogue("d0_", "k0", "T", rows, "done", 0, shared_weights)
-    # The scale bytes of tile T + 1 are packed where the loop handed it on (depth >= 1), or here.
+    # The scale bytes of tile T + 1 are packed where the loop handed it on (depth >= 1), or here:
+    # packed before the build and then moved on, the loop takes one instruction more (sm_90).
     body += ([] if depth else [pack("q1")]) + build("q1", "a0_", "k0")
     for k in range(1, depth + 1):
         body += [f"{names(f'q{k}{p}', 4)} = {names(f'q{k + 1}{p}', 4)}" for p in "xy"] + [
