@@ -153,10 +153,15 @@ def capture(kernel):
 def recorded_scorer_launches(run: bool = False):
     """Inside it, each launch ``launch_score_paged`` makes is recorded as (grid, its arguments in
     order, by name): a list, yielded (``kernels.score.wrapped`` stood in for). ``run``: each
-    launch runs too; else none does."""
+    launch runs too, and its record keeps each tensor argument as (shape, dtype) only: holding
+    the tensors would keep alive memory that the caller expects freed (a CUDA graph pool's
+    output, which cudagraph trees then refuse as untracked); else none runs."""
     from fp4_inductor.kernels import score
 
     launches, original = [], score.wrapped
+
+    def shape_only(value):
+        return (tuple(value.shape), value.dtype) if isinstance(value, torch.Tensor) else value
 
     class Recorder:
         def __init__(self, kernel):
@@ -164,9 +169,10 @@ def recorded_scorer_launches(run: bool = False):
 
         def __getitem__(self, grid):
             def launch(*args, **named):
-                launches.append((grid, args, named))
                 if run:
                     self.launcher[grid](*args, **named)
+                    args, named = tuple(map(shape_only, args)), {k: shape_only(v) for k, v in named.items()}
+                launches.append((grid, args, named))
             return launch
 
     score.wrapped = Recorder
