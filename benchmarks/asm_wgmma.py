@@ -38,7 +38,7 @@ import triton
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from fp4_inductor.kernels.sm90 import dump_cubin  # noqa: E402
-from fp4_inductor.kernels.wgmma_source import PUBLISH, STORE, declare_asm, issue_asm, names  # noqa: E402
+from fp4_inductor.kernels.wgmma_source import PUBLISH, QUERY_DESCRIPTOR, STORE, declare_asm, issue_asm, names  # noqa: E402
 from wgmma_common import load_written, ptxas_verdict, wgmma_order  # noqa: E402
 
 # ---- inline PTX ---------------------------------------------------------------------------------
@@ -62,7 +62,7 @@ def load_fragment(name: str, tile: str) -> list[str]:
 
 
 def issue(acc: str, a: str) -> str:
-    return (f"{names(acc, 32)} = tl.inline_asm_elementwise(ISSUE, ISSUE_C, [{names(a, 16)}, queries], "
+    return (f"{names(acc, 32)} = tl.inline_asm_elementwise(ISSUE, ISSUE_C, [{names(a, 16)}, query_descriptor], "
             "dtype=(tl.int32,) * 32, is_pure=True, pack=1)")
 
 
@@ -102,6 +102,7 @@ PROLOGUE = '''    thread = tl.arange(0, 128)
                                             is_pure=True, pack=1)
     queries = tl.inline_asm_elementwise(PUBLISH, "=r,r,r", [queries, stored], dtype=tl.int32, is_pure=True, pack=1)
 '''
+PROLOGUE += f"    query_descriptor = {QUERY_DESCRIPTOR}\n"
 
 
 def kernels_source() -> str:

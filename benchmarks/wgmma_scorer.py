@@ -56,7 +56,7 @@ import triton
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from fp4_inductor.kernels.sm90 import dump_cubin  # noqa: E402
-from fp4_inductor.kernels.wgmma_source import (PROTOTYPE_PAGE, THREAD_LINES, build, constants,  # noqa: E402
+from fp4_inductor.kernels.wgmma_source import (PROTOTYPE_PAGE, QUERY_DESCRIPTOR, THREAD_LINES, build, constants,  # noqa: E402
                                                 group_body, load_raw, pack, tile_body, tile_prologue)
 from wgmma_common import load_written, ptxas_verdict, wgmma_order  # noqa: E402
 
@@ -111,6 +111,7 @@ def {form_name(rows, tiles, depth, halves, shared_weights)}(out_ptr, out_stride,
                                             is_pure=True, pack=1)
     WEIGHTS_HERE
     queries = tl.inline_asm_elementwise(PUBLISH, "=r,r,r", [queries, stored], dtype=tl.int32, is_pure=True, pack=1)
+    query_descriptor = {QUERY_DESCRIPTOR}
 {indent("    " + x for x in weights + limits + out_rows)}
     if p_begin < p_end:
         last = p_end - 1

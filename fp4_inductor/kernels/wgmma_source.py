@@ -39,20 +39,32 @@ SHFL1 = "shfl.sync.bfly.b32 $0, $1, 1, 31, 0xffffffff;"
 SHFL2 = "shfl.sync.bfly.b32 $0, $1, 2, 31, 0xffffffff;"
 
 
+# The low word of the query operand's shared-memory descriptor, from the array's address (made
+# once per program, outside the tile loop): start address >> 4 (bits 0-13), leading offset
+# 128 >> 4 (bits 16-29). The high word is the stride offset, 256 >> 4 (bits 32-45), no swizzle.
+# Made in each dot from the address, it cost five instructions per K step that ptxas left in the
+# tile loop (sm_90, Triton 3.6: 557 instructions per tile at 4 rows, 529 now; 401 and 370 at 2
+# rows). H100, A/B (docs/benchmarks.md, stop 57): next_n=4 162.4-163.3 us against 168.1-169.6.
+QUERY_DESCRIPTOR = "((queries >> 4) & 0x3FFF) | 0x80000"
+DESCRIPTOR_HIGH = 256 >> 4
+
+
 def issue_asm(n: int, step_bytes: int = 0, offset: int = 0) -> str:
-    """Outputs: n / 2 accumulators. Inputs: 16 A registers, the shared array's address.
-    ``step_bytes``: the query operand's bytes per K=32 step (n * 32 by default); ``offset``: where
-    this dot's columns start in each step (a dot on part of the columns)."""
+    """Outputs: n / 2 accumulators. Inputs: 16 A registers, the low word of the query operand's
+    descriptor (``QUERY_DESCRIPTOR``). ``step_bytes``: the query operand's bytes per K=32 step
+    (n * 32 by default); ``offset``: where this dot's columns start in each step (a dot on part of
+    the columns). Each step's descriptor is the low word plus its start >> 4 (no carry out of bits
+    0-13: shared addresses stay under 228 KB), with the high word: one add per step."""
     step_bytes = step_bytes or n * 32
     acc = n // 2
     first_a = acc
-    parts = ["{ .reg .pred p; .reg .b64 d; .reg .u32 s; wgmma.fence.sync.aligned;"]
+    parts = [f"{{ .reg .pred p; .reg .b64 d; .reg .u32 s, h; mov.b32 h, {DESCRIPTOR_HIGH}; wgmma.fence.sync.aligned;"]
     accumulators = ", ".join(f"${i}" for i in range(acc))
     for step in range(4):
-        # descriptor: start address >> 4 (bits 0-13), leading offset 128 >> 4 (16-29), stride offset
-        # 256 >> 4 (32-45), no swizzle; scale-d false on the first step (the accumulators start at 0)
-        parts.append(f"add.u32 s, ${first_a + 16}, {step * step_bytes + offset}; shr.u32 s, s, 4; "
-                     f"and.b32 s, s, 0x3FFF; cvt.u64.u32 d, s; or.b64 d, d, 0x0000001000080000; "
+        # scale-d false on the first step (the accumulators start at 0)
+        start = step * step_bytes + offset
+        assert start % 16 == 0, "descriptor starts are multiples of 16 bytes"
+        parts.append(f"add.u32 s, ${first_a + 16}, {start >> 4}; mov.b64 d, {{s, h}}; "
                      f"setp.ne.u32 p, {int(step > 0)}, 0;")
         a = ", ".join(f"${first_a + 4 * step + i}" for i in range(4))
         parts.append(f"wgmma.mma_async.sync.aligned.m64n{n}k32.s32.s8.s8 {{{accumulators}}}, {{{a}}}, d, p;")
@@ -122,7 +134,7 @@ def build(raw: str, a: str, kmax: str) -> list[str]:
 
 def issue(acc: str, a: str, n: int, asm: str = "") -> str:
     return (f"{names(acc, n // 2)} = tl.inline_asm_elementwise({asm or f'ISSUE_{n}'}, ISSUE_C_{n}, "
-            f"[{names(a, 16)}, queries], dtype=(tl.int32,) * {n // 2}, is_pure=True, pack=1)")
+            f"[{names(a, 16)}, query_descriptor], dtype=(tl.int32,) * {n // 2}, is_pure=True, pack=1)")
 
 
 def wait(acc: str, pending: int, n: int, after: str = "zero") -> str:
@@ -421,6 +433,7 @@ def wgmma_rows{rows}(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_ptr
 {query_block}
     queries, weights_at = tl.inline_asm_elementwise(PUBLISH_BOTH, "=r,=r,r,r,r", [stored, queries, weights_at],
                                                     dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    query_descriptor = {QUERY_DESCRIPTOR}
 {block(weights + rows_lines, 4)}
     last = page_end - 1
 {block(prologue, 4)}
