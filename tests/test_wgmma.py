@@ -154,9 +154,10 @@ def test_the_hot_pass_compiles_for_sm90(compiled, rows):
     # of 8) allow: a cap looser than the kernel needs would plan too few.
     assert got["plan"][2] == 65536 // (128 * -(-got["registers"] // 8) * 8)
     assert got["warnings"] == []  # no wgmma serialized by ptxas
-    # A few words of stack in the query prologue (Triton 3.6: 16 bytes; 3.7.1: 24, and 32 at 2 rows
-    # without PDL since the tile loop carries its keys' scale bytes apart)...
-    assert got["stack"] <= 32
+    # A few words of stack in the query prologue (Triton 3.6: 8 bytes at 4 rows, 16 at 2; 3.7.1: 16
+    # and 24, with PDL or without; 32 at 2 rows without PDL before the query descriptor was made
+    # once per program)...
+    assert got["stack"] <= 24
     # ... and none of it in the tile loop (a few hundred instructions per 64-key tile).
     instructions, spills = got["loop"]
     assert 300 < instructions < 700 and spills == 0, got["loop"]

@@ -71,7 +71,7 @@ def dependent_launch(word_fed: bool, asm: bool, exact: str, out: torch.Tensor) -
 
 # The wgmma hot pass's register cap per block of columns, passed as ``maxnreg``: without one
 # ptxas takes what it likes in the package's kernel (165-255 registers); with these, 4 and 3
-# programs per SM. sm_90 compiles: 16 bytes of stack on Triton 3.6, 24-32 on 3.7.1, all of it in the
+# programs per SM. sm_90 compiles: 8-16 bytes of stack on Triton 3.6, 16-24 on 3.7.1, all of it in the
 # query prologue, none in the tile loop (tests/test_wgmma.py). The cap is for eager launches:
 # Inductor's launches of a user kernel drop ``maxnreg`` (``wgmma_default``). After its 4-row blocks
 # the exact pass runs 2-row blocks (``launch_score_paged``: at 4 rows it holds 255 registers and
