@@ -102,7 +102,7 @@ PROLOGUE = '''    thread = tl.arange(0, 128)
                                             is_pure=True, pack=1)
     queries = tl.inline_asm_elementwise(PUBLISH, "=r,r,r", [queries, stored], dtype=tl.int32, is_pure=True, pack=1)
 '''
-PROLOGUE += f"    query_descriptor = {QUERY_DESCRIPTOR}\n"
+PROLOGUE += f"    {QUERY_DESCRIPTOR}\n"
 
 
 def kernels_source() -> str:

@@ -111,7 +111,7 @@ def {form_name(rows, tiles, depth, halves, shared_weights)}(out_ptr, out_stride,
                                             is_pure=True, pack=1)
     WEIGHTS_HERE
     queries = tl.inline_asm_elementwise(PUBLISH, "=r,r,r", [queries, stored], dtype=tl.int32, is_pure=True, pack=1)
-    query_descriptor = {QUERY_DESCRIPTOR}
+    {QUERY_DESCRIPTOR}
 {indent("    " + x for x in weights + limits + out_rows)}
     if p_begin < p_end:
         last = p_end - 1

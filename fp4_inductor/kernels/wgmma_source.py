@@ -39,13 +39,14 @@ SHFL1 = "shfl.sync.bfly.b32 $0, $1, 1, 31, 0xffffffff;"
 SHFL2 = "shfl.sync.bfly.b32 $0, $1, 2, 31, 0xffffffff;"
 
 
-# The low word of the query operand's shared-memory descriptor, from the array's address (made
-# once per program, outside the tile loop): start address >> 4 (bits 0-13), leading offset
-# 128 >> 4 (bits 16-29). The high word is the stride offset, 256 >> 4 (bits 32-45), no swizzle.
+# The line that sets ``query_descriptor`` (what ``issue`` passes its dots), after the query array
+# is published: the low word of the query operand's shared-memory descriptor, from the array's
+# address (made once per program, outside the tile loop): start address >> 4 (bits 0-13), leading
+# offset 128 >> 4 (bits 16-29). The high word is the stride offset, 256 >> 4 (bits 32-45), no swizzle.
 # Made in each dot from the address, it cost five instructions per K step that ptxas left in the
 # tile loop (sm_90, Triton 3.6: 557 instructions per tile at 4 rows, 529 now; 401 and 370 at 2
 # rows). H100, A/B (docs/benchmarks.md, stop 57): next_n=4 162.4-163.3 us against 168.1-169.6.
-QUERY_DESCRIPTOR = "((queries >> 4) & 0x3FFF) | 0x80000"
+QUERY_DESCRIPTOR = f"query_descriptor = ((queries >> 4) & 0x3FFF) | {(128 >> 4) << 16:#x}"
 DESCRIPTOR_HIGH = 256 >> 4
 
 
@@ -433,7 +434,7 @@ def wgmma_rows{rows}(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_ptr
 {query_block}
     queries, weights_at = tl.inline_asm_elementwise(PUBLISH_BOTH, "=r,=r,r,r,r", [stored, queries, weights_at],
                                                     dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
-    query_descriptor = {QUERY_DESCRIPTOR}
+    {QUERY_DESCRIPTOR}
 {block(weights + rows_lines, 4)}
     last = page_end - 1
 {block(prologue, 4)}
