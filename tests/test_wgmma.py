@@ -2,7 +2,8 @@
 ``kernels/wgmma_source.py``; by default for blocks of 4 rows on sm_90, ``wgmma_default``): the
 checked-in kernel is what its generator writes; compiled for sm_90 on any machine, no wgmma is
 serialized by ptxas, the tile loop's two half dots run one after the other and the register caps
-hold with no spill in the tile loop (a few stack words in the query prologue); the query
+hold with no spill in the tile loop (a few stack words in the query prologue), and so for the
+variant with one dot per query row, two in flight; the query
 prologue writes the operand and folded weights it should (run on numpy); the launcher refuses
 what it cannot run, and takes the pass by default where its conditions hold; on an sm_90 GPU,
 its logits match float64 on ragged, permuted batches, with keys and queries that do not fold
@@ -105,8 +106,9 @@ def test_every_written_out_name_is_set_before_it_is_read():
     import importlib
     import sys
 
-    assert names_read_before_set(wgmma_source.module_source()) == {
-        "wgmma_rows2": [], "wgmma_rows4": [], "wgmma_request": []}
+    for halves in (2, 3):
+        assert names_read_before_set(wgmma_source.module_source(halves)) == {
+            "wgmma_rows2": [], "wgmma_rows4": [], "wgmma_request": []}, halves
     bench = os.path.join(os.path.dirname(__file__), "..", "benchmarks")
     sys.path.insert(0, bench)
     try:
@@ -120,21 +122,45 @@ def test_every_written_out_name_is_set_before_it_is_read():
     assert names_read_before_set(carried) == {"f": ["b"]}
 
 
+@pytest.mark.parametrize("halves, rows", [(4, 4), (-1, 2), (3, 1)])
+def test_the_generator_refuses_a_dot_it_cannot_write(halves, rows):
+    with pytest.raises(ValueError, match=f"halves: expected 0-3 .*got {halves} at {rows} rows"):
+        wgmma_source.tile_body(64 * rows, rows, 1, halves)
+
+
 _COMPILE = NEEDS_SM90_TOOLS + """
-import json
-from fp4_inductor.kernels import score
+import importlib.util, json, os, sys, tempfile
+from fp4_inductor.kernels import score, score_kernel, wgmma_source
 from fp4_inductor.kernels.sm90 import compile_scorer, dot_loop_spills, dump_cubin, ptxas_verdict, wgmma_order
+
+def variant(halves):
+    # score_kernel.py on the hot pass written with ``halves``, as modules of the kernels package
+    # kept in a temporary folder (Triton reads a kernel's source from its file)
+    folder = tempfile.mkdtemp()
+    sources = {f"score_wgmma_h{halves}": wgmma_source.module_source(halves),
+               f"kernel_h{halves}": open(score_kernel.__file__).read().replace(
+                   "from .score_wgmma import", f"from .score_wgmma_h{halves} import")}
+    for name, source in sources.items():
+        path = os.path.join(folder, name + ".py")
+        open(path, "w").write(source)
+        spec = importlib.util.spec_from_file_location("fp4_inductor.kernels." + name, path)
+        module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return module.score_paged_kernel
+
 out = {}
-for rows in (2, 4):
-    plan = score.launch_plan(True, rows * 64, {}, 1)
-    hot = score.launch_forms("fixup", True, True, plan[0], plan[1], plan[3], plan[4], plan[5], 1)[0]
-    cap = score.WGMMA_REGISTERS[rows * 64]
-    kernel = compile_scorer(score.score_paged_kernel, rows, hot, maxnreg=cap)
-    usage = dump_cubin(kernel.asm["cubin"], "resource-usage")
-    out[str(rows)] = dict(plan=plan, hot=hot, cap=cap, warnings=ptxas_verdict(kernel.asm["ptx"])[1],
-                          registers=int(usage.split("REG:")[1].split()[0]),
-                          stack=int(usage.split("STACK:")[1].split()[0]), order=wgmma_order(kernel.asm["cubin"]),
-                          loop=dot_loop_spills(kernel.asm["cubin"]))
+kernels = {"": score_kernel.score_paged_kernel, "rowdots": variant(3)}
+for which, scorer in kernels.items():
+    for rows in (2, 4):
+        plan = score.launch_plan(True, rows * 64, {}, 1)
+        hot = score.launch_forms("fixup", True, True, plan[0], plan[1], plan[3], plan[4], plan[5], 1)[0]
+        cap = score.WGMMA_REGISTERS[rows * 64]
+        kernel = compile_scorer(scorer, rows, hot, maxnreg=cap)
+        usage = dump_cubin(kernel.asm["cubin"], "resource-usage")
+        out[which + str(rows)] = dict(plan=plan, hot=hot, cap=cap, warnings=ptxas_verdict(kernel.asm["ptx"])[1],
+                                      registers=int(usage.split("REG:")[1].split()[0]),
+                                      stack=int(usage.split("STACK:")[1].split()[0]),
+                                      order=wgmma_order(kernel.asm["cubin"]), loop=dot_loop_spills(kernel.asm["cubin"]))
 print(json.dumps(out))
 """
 
@@ -163,6 +189,20 @@ def test_the_hot_pass_compiles_for_sm90(compiled, rows):
     assert 300 < instructions < 700 and spills == 0, got["loop"]
     # The loop's two half dots, one after the other.
     assert got["order"] == "group, wait 0x0, group, wait 0x0"
+
+
+@pytest.mark.parametrize("rows", [2, 4])
+def test_one_dot_per_row_compiles_for_sm90(compiled, rows):
+    """The hot pass with one dot per query row, two in flight (``tile_body``'s halves 3; timed
+    within 1 % of the package's at 4 rows, not shipped): under the package's caps, no wgmma
+    serialized and no spill in the tile loop, and its dots in flight as written."""
+    got = compiled[f"rowdots{rows}"]
+    assert got["warnings"] == [] and got["registers"] <= got["cap"]
+    instructions, spills = got["loop"]
+    assert 300 < instructions < 700 and spills == 0, got["loop"]
+    # stack: 16 B at 4 rows; at 2 rows the query prologue spills (128 B on Triton 3.6), the loop does not
+    assert got["stack"] <= (24 if rows == 4 else 160)
+    assert got["order"] == ", ".join(["group", "group"] + ["wait 0x1", "group"] * (rows - 2) + ["wait 0x1", "wait 0x0"])
 
 
 def test_the_launcher_refuses_what_it_cannot_run(gen):

@@ -151,6 +151,14 @@ def epilogue(acc: str, kmax: str, tile: str, rows: int, done: str, first_row: in
     key t & 1, rows 2 (t >> 1) and 2 (t >> 1) + 1).
     ``done``: a value of the tile's logits, for what must come after them. ``first_row``: the
     accumulators are of query rows first_row .. first_row + rows - 1 (a dot on part of them)."""
+    return (row_sums(acc, kmax, rows, first_row, shared_weights)
+            + reduce_store(kmax, tile, rows, done, first_row))
+
+
+def row_sums(acc: str, kmax: str, rows: int, first_row: int = 0, shared_weights: bool = False,
+             into: int = 0) -> list[str]:
+    """``epilogue``'s first part: each of the thread's two keys' sums over its columns of each
+    row, ``v{key}{row + into}`` (relu, the folded head weights, FMA chains)."""
     n = 64 * rows
     lines = []
     if shared_weights:
@@ -170,7 +178,14 @@ def epilogue(acc: str, kmax: str, tile: str, rows: int, done: str, first_row: in
                 terms = [(f"u{4 * j + 2 * key + e}", f"w{2 * (j + 8 * first_row) + e}") for j in js]
                 lines.append(f"c{e} = {terms[0][0]} * {terms[0][1]}")
                 lines += [f"c{e} = tl.fma({u}, {w}, c{e})" for u, w in terms[1:]]
-            lines.append(f"v{key}{row} = c0 + c1")
+            lines.append(f"v{key}{row + into} = c0 + c1")
+    return lines
+
+
+def reduce_store(kmax: str, tile: str, rows: int, done: str, first_row: int = 0) -> list[str]:
+    """``epilogue``'s second part: the keys' scales, the quad's reduce-scatter of the sums
+    ``v{key}{row}`` of rows first_row .. first_row + rows - 1, the stores."""
+    lines = []
     lines.append(f"kmax = tl.where(odd, {kmax} >> 16, {kmax} & 0xFFFF)")
     # 2**(kmax - 131), and 2**22 for the relu's scaling, applied to the sum in two steps (as the
     # package does): one factor 2**(kmax - 109) would overflow from kmax 237 on.
@@ -231,7 +246,11 @@ def tile_body(n: int, rows: int, depth: int, halves: int = 0, shared_weights: bo
               page: str = PROTOTYPE_PAGE) -> list[str]:
     """One tile T a step (operand a0_ built, carried; keys of tiles T + 1 .. T + depth carried in
     q1 .. q{depth}): the keys of tile T + depth + 1 loaded, the dot issued and waited, the logits
-    stored, then tile T + 1's operand built."""
+    stored, then tile T + 1's operand built. ``halves``, the tile's dot: 0 whole; 1 in two halves
+    of the query rows, both in flight; 2 the halves one after the other; 3 one dot per query row,
+    two in flight."""
+    if halves not in (0, 1, 2, 3) or (halves == 3 and rows % 2):
+        raise ValueError(f"halves: expected 0-3 (3 with an even number of rows), got {halves} at {rows} rows")
     body = load_raw(f"q{depth + 1}", "page0")
     body.append(f"page0 = {page.format(index=f'T + {depth + 2}')}")
     half = rows // 2
@@ -248,6 +267,22 @@ def tile_body(n: int, rows: int, depth: int, halves: int = 0, shared_weights: bo
         body += epilogue("d0_", "k0", "T", half, "done", 0, shared_weights)
         body += [issue("d0_", "a0_", n // 2, f"ISSUE_{n}_H1"), wait("d0_", 0, n // 2, "done")]
         body += epilogue("d0_", "k0", "T", half, "done", half, shared_weights)
+    elif halves == 3:
+        # One dot per query row (64 columns), two in flight on two sets of accumulators of one
+        # row each (as many registers as a half): each row's sums are made while the next row's
+        # dot runs, and each pair of rows is reduced and stored as a half is.
+        sets = ("d0_", "d1_")
+        body += [issue(sets[p], "a0_", 64, f"ISSUE_{n}_R{p}") for p in range(2)]
+        for p in range(rows):
+            body.append(wait(sets[p % 2], int(p + 1 < rows), 64, "done" if p else "zero"))
+            body += row_sums(sets[p % 2], "k0", 1, p, shared_weights, p % 2)
+            if p % 2:
+                body += reduce_store("k0", "T", 2, "done", p - 1)
+            else:
+                # what the next wait comes after: both keys' sums of the row
+                body.append("done = v00.to(tl.int32, bitcast=True) ^ v10.to(tl.int32, bitcast=True)")
+            if p + 2 < rows:
+                body.append(issue(sets[p % 2], "a0_", 64, f"ISSUE_{n}_R{p + 2}"))
     else:
         body += [issue("d0_", "a0_", n), wait("d0_", 0, n)]
         body += epilogue("d0_", "k0", "T", rows, "done", 0, shared_weights)
@@ -287,6 +322,7 @@ def constants(sizes=(32, 64, 128, 256)) -> dict[str, str]:
         consts[f"ISSUE_{n}"] = issue_asm(n)
         consts[f"ISSUE_{n}_H0"] = issue_asm(n // 2, n * 32, 0)
         consts[f"ISSUE_{n}_H1"] = issue_asm(n // 2, n * 32, n * 16)
+        consts |= {f"ISSUE_{n}_R{p}": issue_asm(64, n * 32, p * 2048) for p in range(n // 64)}
         consts[f"ISSUE_C_{n}"] = ",".join(["=r"] * (n // 2) + ["r"] * 17)
         consts[f"WAIT_C_{n}"] = ",".join(["=r"] * (n // 2) + ["r"] * (n // 2 + 1))
         for pending in range(3):
@@ -333,6 +369,11 @@ PACKAGE_PAGE = "tl.load(bt_row + tl.minimum({index}, last) * block_table_page_st
 # this; the prologue a word per thread, or this), the fastest at 2 and at 4 rows: at next_n=4
 # 169-170 us against 180-181 with the word prologue, 182-183 with both halves in flight and
 # 202-204 for the default hot pass; at next_n=2 113 against 115-116, 124 and 107 (the default).
+# One dot per query row, two in flight (``tile_body``'s halves 3, written out by
+# ``python -m fp4_inductor.kernels.wgmma_source --halves 3 --variant``): bit-identical, 565
+# instructions per tile at 4 rows and 365 at 2 (sm_90, Triton 3.6; 529 and 370 for this form);
+# H100, A/B (docs/benchmarks.md, stop 58): next_n=4 161.0-162.1 us against 161.9-164.0 (within
+# 1 %, not shipped: its GPU tests have not run), next_n=2 111.3 against 108.7 (slower).
 PACKAGE_HALVES, PACKAGE_SHARED_WEIGHTS = 2, True
 DEPTH = 1  # keys loaded a step earlier than the step that builds their operand
 # The query prologue: each thread takes one group of a query column (its 4 payload words in one
@@ -397,7 +438,7 @@ def query_prologue(n: int) -> list[str]:
     return loads + uses
 
 
-def request_source(rows: int) -> str:
+def request_source(rows: int, halves: int = PACKAGE_HALVES) -> str:
     """``wgmma_rows{rows}``: the hot pass (MODE 1) of one row block of one request over
     pages [page_begin, page_end) at 64 heads (score_kernel.score_request's arguments): the query
     operand and the folded head weights built into shared memory (queries that do not fold mark
@@ -412,7 +453,7 @@ def request_source(rows: int) -> str:
     # The folded weights stay in shared memory (PACKAGE_SHARED_WEIGHTS): each thread's own pair.
     weights = ["weights_at = weights_at + 8 * t"]
     prologue = tile_prologue(DEPTH, "page_begin", PACKAGE_PAGE)
-    body = tile_body(n, rows, DEPTH, PACKAGE_HALVES, PACKAGE_SHARED_WEIGHTS, PACKAGE_PAGE)
+    body = tile_body(n, rows, DEPTH, halves, PACKAGE_SHARED_WEIGHTS, PACKAGE_PAGE)
 
     return f'''
 
@@ -445,14 +486,14 @@ def wgmma_rows{rows}(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_ptr
 '''
 
 
-def module_source() -> str:
-    """``score_wgmma.py``: the asm strings, the hot pass per block of 2 or 4 rows, and
-    ``wgmma_request``, which picks one."""
+def module_source(halves: int = PACKAGE_HALVES) -> str:
+    """``score_wgmma.py``: the asm strings, the hot pass per block of 2 or 4 rows (the tile's dot
+    as ``tile_body``'s ``halves``), and ``wgmma_request``, which picks one."""
     head = ('"""Written by ``python -m fp4_inductor.kernels.wgmma_source`` (wgmma_source.py says what it\n'
             'is): do not edit; tests/test_wgmma.py checks that it is what the generator writes."""\n\n'
             "import triton\nimport triton.language as tl\n\nfrom .score_math import power_of_two\n\n")
     head += "".join(f"{k} = tl.constexpr({v!r})\n" for k, v in constants((64, 128, 256)).items())
-    functions = "".join(request_source(rows) for rows in (2, 4))
+    functions = "".join(request_source(rows, halves) for rows in (2, 4))
     arguments = ("\n            fewest, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, "
                  "weights_ptr,\n            weights_stride, weights_head_stride, bt_row, block_table_page_stride, "
                  "first_row, rows_here,\n            row_ends, page_begin, page_end")
@@ -475,8 +516,24 @@ def wgmma_request(fewest, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cach
 
 
 if __name__ == "__main__":
+    import argparse
     import os
 
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "score_wgmma.py")
-    with open(path, "w") as f:
-        f.write(module_source())
+    parser = argparse.ArgumentParser(description="Writes score_wgmma.py (the package's hot pass on wgmmas).")
+    parser.add_argument("--halves", type=int, default=PACKAGE_HALVES, choices=(0, 1, 2, 3),
+                        help="the tile's dot (tile_body's halves)")
+    parser.add_argument("--variant", action="store_true",
+                        help="write score_wgmma_h{HALVES}.py and kernel_h{HALVES}.py (score_kernel.py on it) "
+                             "instead, a variant for benchmarks/score_ab.py")
+    args = parser.parse_args()
+    here = os.path.dirname(os.path.abspath(__file__))
+    name = f"score_wgmma_h{args.halves}" if args.variant else "score_wgmma"
+    with open(os.path.join(here, f"{name}.py"), "w") as f:
+        f.write(module_source(args.halves))
+    if args.variant:
+        with open(os.path.join(here, "score_kernel.py")) as f:
+            kernel = f.read()
+        line = "from .score_wgmma import wgmma_request"
+        assert line in kernel, "score_kernel.py imports wgmma_request from score_wgmma"
+        with open(os.path.join(here, f"kernel_h{args.halves}.py"), "w") as f:
+            f.write(kernel.replace(line, f"from .{name} import wgmma_request"))
