@@ -137,10 +137,7 @@ def variant(halves):
     # score_kernel.py on the hot pass written with ``halves``, as modules of the kernels package
     # kept in a temporary folder (Triton reads a kernel's source from its file)
     folder = tempfile.mkdtemp()
-    sources = {f"score_wgmma_h{halves}": wgmma_source.module_source(halves),
-               f"kernel_h{halves}": open(score_kernel.__file__).read().replace(
-                   "from .score_wgmma import", f"from .score_wgmma_h{halves} import")}
-    for name, source in sources.items():
+    for name, source in wgmma_source.variant_sources(halves).items():
         path = os.path.join(folder, name + ".py")
         open(path, "w").write(source)
         spec = importlib.util.spec_from_file_location("fp4_inductor.kernels." + name, path)

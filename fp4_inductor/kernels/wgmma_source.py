@@ -322,7 +322,7 @@ def constants(sizes=(32, 64, 128, 256)) -> dict[str, str]:
         consts[f"ISSUE_{n}"] = issue_asm(n)
         consts[f"ISSUE_{n}_H0"] = issue_asm(n // 2, n * 32, 0)
         consts[f"ISSUE_{n}_H1"] = issue_asm(n // 2, n * 32, n * 16)
-        consts |= {f"ISSUE_{n}_R{p}": issue_asm(64, n * 32, p * 2048) for p in range(n // 64)}
+        consts |= {f"ISSUE_{n}_R{p}": issue_asm(64, n * 32, p * 64 * 32) for p in range(n // 64)}
         consts[f"ISSUE_C_{n}"] = ",".join(["=r"] * (n // 2) + ["r"] * 17)
         consts[f"WAIT_C_{n}"] = ",".join(["=r"] * (n // 2) + ["r"] * (n // 2 + 1))
         for pending in range(3):
@@ -515,6 +515,20 @@ def wgmma_request(fewest, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cach
     return head + functions + dispatch
 
 
+def variant_sources(halves: int) -> dict[str, str]:
+    """The hot pass written with ``halves`` as a variant of the kernels package, by module name:
+    ``score_wgmma_h{halves}`` and ``kernel_h{halves}`` (score_kernel.py importing it), which
+    benchmarks/score_ab.py and score_variants.py load from a file."""
+    import os
+
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "score_kernel.py")) as f:
+        kernel = f.read()
+    line = "from .score_wgmma import wgmma_request"
+    assert line in kernel, "score_kernel.py imports wgmma_request from score_wgmma"
+    name = f"score_wgmma_h{halves}"
+    return {name: module_source(halves), f"kernel_h{halves}": kernel.replace(line, f"from .{name} import wgmma_request")}
+
+
 if __name__ == "__main__":
     import argparse
     import os
@@ -527,13 +541,7 @@ if __name__ == "__main__":
                              "instead, a variant for benchmarks/score_ab.py")
     args = parser.parse_args()
     here = os.path.dirname(os.path.abspath(__file__))
-    name = f"score_wgmma_h{args.halves}" if args.variant else "score_wgmma"
-    with open(os.path.join(here, f"{name}.py"), "w") as f:
-        f.write(module_source(args.halves))
-    if args.variant:
-        with open(os.path.join(here, "score_kernel.py")) as f:
-            kernel = f.read()
-        line = "from .score_wgmma import wgmma_request"
-        assert line in kernel, "score_kernel.py imports wgmma_request from score_wgmma"
-        with open(os.path.join(here, f"kernel_h{args.halves}.py"), "w") as f:
-            f.write(kernel.replace(line, f"from .{name} import wgmma_request"))
+    written = variant_sources(args.halves) if args.variant else {"score_wgmma": module_source(args.halves)}
+    for name, source in written.items():
+        with open(os.path.join(here, f"{name}.py"), "w") as f:
+            f.write(source)
