@@ -30,10 +30,11 @@
 # the caps at 2 and 4 rows, default 96,128: 5 and 4 programs per SM where the launcher's 128 and 168
 # plan 4 and 3; a copy of kernels/score.py with those caps, against the package's, `score_ab.py`,
 # bit for bit and timed (`wgmma=1` at 2 rows DIFFERS from the default hot pass in its sums' order,
-# as in `hotwg`); SHAPES sets the shapes; about 150 s); `rowdots` the wgmma hot pass with one dot
-# per query row, two in flight (`wgmma_source.py --halves 3 --variant`, written here and removed
-# after), against the package's halves in turn, bit for bit and timed (`score_ab.py`; SHAPES sets
-# the shapes; about 120 s on a cold Triton cache).
+# as in `hotwg`); SHAPES sets the shapes; about 150 s); `rowdots` the wgmma hot pass with every
+# block's dot in two halves, one after the other, and with one dot per query row, two in flight
+# (`wgmma_source.py --halves 2|3 --variant`, written here and removed after), against the
+# package's (halves 2 at 2 rows, 3 at 4 rows), bit for bit and timed (`score_ab.py`; SHAPES sets
+# the shapes; about 150 s on a cold Triton cache).
 # Logs go to $OUT.
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp}
@@ -122,12 +123,15 @@ occupancy)
   grep -h "^| [0-9]" "$OUT/occupancy.log" | awk '!seen[$0]++'
   ;;
 rowdots)
+  python3 -m fp4_inductor.kernels.wgmma_source --halves 2 --variant || exit 1
   python3 -m fp4_inductor.kernels.wgmma_source --halves 3 --variant || exit 1
   cd benchmarks
+  K=../fp4_inductor/kernels
   PYTHONPATH=$PWD/..:$PWD timeout "${AB_S:-150}" python3 score_ab.py \
     --shapes ${SHAPES:-64x32768x4,64x32768x2,16x131072x2} --rounds 2 \
-    shipped:wgmma=1 ../fp4_inductor/kernels/kernel_h3.py:wgmma=1 shipped > "$OUT/rowdots.log" 2>&1 || echo "score_ab: rc $?"
-  rm -f ../fp4_inductor/kernels/kernel_h3.py ../fp4_inductor/kernels/score_wgmma_h3.py
+    shipped:wgmma=1 $K/kernel_h2.py:wgmma=1 $K/kernel_h3.py:wgmma=1 shipped > "$OUT/rowdots.log" 2>&1 \
+    || echo "score_ab: rc $?"
+  rm -f $K/kernel_h2.py $K/score_wgmma_h2.py $K/kernel_h3.py $K/score_wgmma_h3.py
   grep -h "DIFFERS" "$OUT/rowdots.log"
   grep -h "^| [0-9]" "$OUT/rowdots.log" | awk '!seen[$0]++'
   ;;

@@ -1,9 +1,10 @@
 """The scorer's hot pass on int8 wgmmas in inline PTX (``kernels/score_wgmma.py``, written by
 ``kernels/wgmma_source.py``; by default for blocks of 4 rows on sm_90, ``wgmma_default``): the
 checked-in kernel is what its generator writes; compiled for sm_90 on any machine, no wgmma is
-serialized by ptxas, the tile loop's two half dots run one after the other and the register caps
-hold with no spill in the tile loop (a few stack words in the query prologue), and so for the
-variant with one dot per query row, two in flight; the query
+serialized by ptxas, the tile loop's dots run as written (at 2 rows two half dots one after the
+other, at 4 one dot per query row, two in flight) and the register caps hold with no spill in the
+tile loop (a few stack words in the query prologue), and so for the dot each size does not take,
+written out as a variant; the query
 prologue writes the operand and folded weights it should (run on numpy); the launcher refuses
 what it cannot run, and takes the pass by default where its conditions hold; on an sm_90 GPU,
 its logits match float64 on ragged, permuted batches, with keys and queries that do not fold
@@ -106,7 +107,7 @@ def test_every_written_out_name_is_set_before_it_is_read():
     import importlib
     import sys
 
-    for halves in (2, 3):
+    for halves in (None, 2, 3):  # the package's, and every block with 2 or with 3
         assert names_read_before_set(wgmma_source.module_source(halves)) == {
             "wgmma_rows2": [], "wgmma_rows4": [], "wgmma_request": []}, halves
     bench = os.path.join(os.path.dirname(__file__), "..", "benchmarks")
@@ -146,18 +147,20 @@ def variant(halves):
     return module.score_paged_kernel
 
 out = {}
-kernels = {"": score_kernel.score_paged_kernel, "rowdots": variant(3)}
-for which, scorer in kernels.items():
-    for rows in (2, 4):
-        plan = score.launch_plan(True, rows * 64, {}, 1)
-        hot = score.launch_forms("fixup", True, True, plan[0], plan[1], plan[3], plan[4], plan[5], 1)[0]
-        cap = score.WGMMA_REGISTERS[rows * 64]
-        kernel = compile_scorer(scorer, rows, hot, maxnreg=cap)
-        usage = dump_cubin(kernel.asm["cubin"], "resource-usage")
-        out[which + str(rows)] = dict(plan=plan, hot=hot, cap=cap, warnings=ptxas_verdict(kernel.asm["ptx"])[1],
-                                      registers=int(usage.split("REG:")[1].split()[0]),
-                                      stack=int(usage.split("STACK:")[1].split()[0]),
-                                      order=wgmma_order(kernel.asm["cubin"]), loop=dot_loop_spills(kernel.asm["cubin"]))
+# The package's hot pass at 2 and 4 rows, and at each the dot the package does not take there
+# (halves 3 at 2 rows, halves 2 at 4), written out as a variant.
+other = {rows: variant(halves) for rows, halves in ((2, 3), (4, 2))}
+for which, rows in (("", 2), ("", 4), ("other", 2), ("other", 4)):
+    scorer = other[rows] if which else score_kernel.score_paged_kernel
+    plan = score.launch_plan(True, rows * 64, {}, 1)
+    hot = score.launch_forms("fixup", True, True, plan[0], plan[1], plan[3], plan[4], plan[5], 1)[0]
+    cap = score.WGMMA_REGISTERS[rows * 64]
+    kernel = compile_scorer(scorer, rows, hot, maxnreg=cap)
+    usage = dump_cubin(kernel.asm["cubin"], "resource-usage")
+    out[which + str(rows)] = dict(plan=plan, hot=hot, cap=cap, warnings=ptxas_verdict(kernel.asm["ptx"])[1],
+                                  registers=int(usage.split("REG:")[1].split()[0]),
+                                  stack=int(usage.split("STACK:")[1].split()[0]),
+                                  order=wgmma_order(kernel.asm["cubin"]), loop=dot_loop_spills(kernel.asm["cubin"]))
 print(json.dumps(out))
 """
 
@@ -169,37 +172,44 @@ def compiled():
     return json.loads(run_sm90_script(_COMPILE))
 
 
+def dot_order(halves: int, rows: int) -> str:
+    """The tile loop's wgmmas and waits as written (``tile_body``'s ``halves`` 2 or 3)."""
+    if halves == 2:  # the two half dots, one after the other
+        return "group, wait 0x0, group, wait 0x0"
+    # one dot per query row, two in flight
+    return ", ".join(["group", "group"] + ["wait 0x1", "group"] * (rows - 2) + ["wait 0x1", "wait 0x0"])
+
+
+def check_compiled(got: dict, halves: int, rows: int) -> None:
+    assert got["warnings"] == [] and got["registers"] <= got["cap"]  # no wgmma serialized by ptxas
+    # A few words of stack in the query prologue (Triton 3.6: 8 bytes at 4 rows with the halves in
+    # turn, 16 with one dot per row, 16 at 2 rows; 3.7.1: 16 and 24, with PDL or without). One dot
+    # per row at 2 rows spills more of the prologue (128 bytes on Triton 3.6)...
+    assert got["stack"] <= (160 if (halves, rows) == (3, 2) else 24)
+    # ... and none of it in the tile loop (a few hundred instructions per 64-key tile).
+    instructions, spills = got["loop"]
+    assert 300 < instructions < 700 and spills == 0, got["loop"]
+    assert got["order"] == dot_order(halves, rows)
+
+
 @pytest.mark.parametrize("rows", [2, 4])
 def test_the_hot_pass_compiles_for_sm90(compiled, rows):
+    """The package's hot pass (at 2 rows the tile's dot in two halves, one after the other; at 4
+    one dot per query row, two in flight) under its register cap."""
     got = compiled[str(rows)]
     assert got["hot"]["WGMMA"] == 1 and got["hot"]["WARPS"] == 4 and got["hot"]["TILE_PAGES"] == 1
     # The programs per SM the launcher plans are what the compiled registers (allocated in steps
     # of 8) allow: a cap looser than the kernel needs would plan too few.
     assert got["plan"][2] == 65536 // (128 * -(-got["registers"] // 8) * 8)
-    assert got["warnings"] == []  # no wgmma serialized by ptxas
-    # A few words of stack in the query prologue (Triton 3.6: 8 bytes at 4 rows, 16 at 2; 3.7.1: 16
-    # and 24, with PDL or without; 32 at 2 rows without PDL before the query descriptor was made
-    # once per program)...
-    assert got["stack"] <= 24
-    # ... and none of it in the tile loop (a few hundred instructions per 64-key tile).
-    instructions, spills = got["loop"]
-    assert 300 < instructions < 700 and spills == 0, got["loop"]
-    # The loop's two half dots, one after the other.
-    assert got["order"] == "group, wait 0x0, group, wait 0x0"
+    check_compiled(got, wgmma_source.PACKAGE_HALVES[rows], rows)
 
 
 @pytest.mark.parametrize("rows", [2, 4])
-def test_one_dot_per_row_compiles_for_sm90(compiled, rows):
-    """The hot pass with one dot per query row, two in flight (``tile_body``'s halves 3; timed
-    within 1 % of the package's at 4 rows, not shipped): under the package's caps, no wgmma
-    serialized and no spill in the tile loop, and its dots in flight as written."""
-    got = compiled[f"rowdots{rows}"]
-    assert got["warnings"] == [] and got["registers"] <= got["cap"]
-    instructions, spills = got["loop"]
-    assert 300 < instructions < 700 and spills == 0, got["loop"]
-    # stack: 16 B at 4 rows; at 2 rows the query prologue spills (128 B on Triton 3.6), the loop does not
-    assert got["stack"] <= (24 if rows == 4 else 160)
-    assert got["order"] == ", ".join(["group", "group"] + ["wait 0x1", "group"] * (rows - 2) + ["wait 0x1", "wait 0x0"])
+def test_the_other_dot_compiles_for_sm90(compiled, rows):
+    """The dot the package does not take at ``rows`` (one dot per query row at 2 rows, slower there;
+    the halves in turn at 4, slower there), written out as a variant for ``score_ab.py``, under
+    the package's caps: no wgmma serialized, no spill in the tile loop, its dots as written."""
+    check_compiled(compiled[f"other{rows}"], {2: 3, 4: 2}[rows], rows)
 
 
 def test_the_launcher_refuses_what_it_cannot_run(gen):

@@ -361,20 +361,24 @@ THREAD_LINES = [
 
 # The package's block-table row: a page id is 32 bits, zero-extended (score_tiles.tile_page_ids).
 PACKAGE_PAGE = "tl.load(bt_row + tl.minimum({index}, last) * block_table_page_stride).to(tl.uint32).to(tl.int64)"
-# The package's hot pass (the launcher's ``wgmma`` tuning): the tile's dot in two halves of the
-# query rows, one after the other, with the folded head weights in shared memory (half the
+# The package's hot pass (the launcher's ``wgmma`` tuning): at 2 rows the tile's dot in two halves
+# of the query rows, one after the other (at 4 rows, below), with the folded head weights in shared memory (half the
 # accumulators live: 4 and 3 programs per SM at 2 and 4 rows, score.WGMMA_REGISTERS), and the
 # query prologue in 16-byte loads (``VECTOR_QUERY``). Of the four forms timed on an H100
 # (docs/benchmarks.md, stops 51 and 53: both halves in flight with the weights in registers, or
 # this; the prologue a word per thread, or this), the fastest at 2 and at 4 rows: at next_n=4
 # 169-170 us against 180-181 with the word prologue, 182-183 with both halves in flight and
 # 202-204 for the default hot pass; at next_n=2 113 against 115-116, 124 and 107 (the default).
-# One dot per query row, two in flight (``tile_body``'s halves 3, written out by
-# ``python -m fp4_inductor.kernels.wgmma_source --halves 3 --variant``): bit-identical, 565
-# instructions per tile at 4 rows and 365 at 2 (sm_90, Triton 3.6; 529 and 370 for this form);
-# H100, A/B (docs/benchmarks.md, stop 58): next_n=4 161.0-162.1 us against 161.9-164.0 (within
-# 1 %, not shipped: its GPU tests have not run), next_n=2 111.3 against 108.7 (slower).
-PACKAGE_HALVES, PACKAGE_SHARED_WEIGHTS = 2, True
+# At 4 rows the tile's dot is one dot per query row, two in flight (``tile_body``'s halves 3):
+# bit-identical to the halves in turn, 565 instructions per tile against 529 (sm_90, Triton 3.6),
+# and on an H100 1-2 % faster in each of three calls of two A/B rounds (docs/benchmarks.md, stops
+# 58 and 59: next_n=4 161.0-162.1, 160.6-160.7 and, as the package's, 160.5-161.5 us against
+# 161.9-164.0, 163.5-164.5 and 162.1-164.5), a gain at the edge of the spread between calls. At
+# 2 rows it is slower (110.6-112.2 against 107.0-109.3), so 2-row blocks keep the halves in turn.
+# ``python -m fp4_inductor.kernels.wgmma_source --halves N --variant`` writes every block with N,
+# as a variant for benchmarks/score_ab.py.
+PACKAGE_HALVES = {2: 2, 4: 3}  # rows per block: tile_body's halves
+PACKAGE_SHARED_WEIGHTS = True
 DEPTH = 1  # keys loaded a step earlier than the step that builds their operand
 # The query prologue: each thread takes one group of a query column (its 4 payload words in one
 # 16-byte load, its scale byte; the column's 4 groups on a quad, whose largest scale is 2
@@ -438,13 +442,15 @@ def query_prologue(n: int) -> list[str]:
     return loads + uses
 
 
-def request_source(rows: int, halves: int = PACKAGE_HALVES) -> str:
+def request_source(rows: int, halves: int | None = None) -> str:
     """``wgmma_rows{rows}``: the hot pass (MODE 1) of one row block of one request over
     pages [page_begin, page_end) at 64 heads (score_kernel.score_request's arguments): the query
     operand and the folded head weights built into shared memory (queries that do not fold mark
-    the program), then the key loop. Returns ``fewest`` updated: below 0 where a key or the query
+    the program), then the key loop, its dot as ``tile_body``'s ``halves`` (by default the
+    package's, ``PACKAGE_HALVES``). Returns ``fewest`` updated: below 0 where a key or the query
     does not fold, as the package's hot pass."""
     n = 64 * rows
+    halves = PACKAGE_HALVES[rows] if halves is None else halves
     query_block = block(query_prologue(n), 4)
     rr = "tl.arange(0, ROWS)"
     rows_lines = [f"limit{r} = tl.where({r} < rows_here, tl.minimum(tl.sum(tl.where({rr} == {r}, row_ends, 0), "
@@ -486,9 +492,10 @@ def wgmma_rows{rows}(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_ptr
 '''
 
 
-def module_source(halves: int = PACKAGE_HALVES) -> str:
+def module_source(halves: int | None = None) -> str:
     """``score_wgmma.py``: the asm strings, the hot pass per block of 2 or 4 rows (the tile's dot
-    as ``tile_body``'s ``halves``), and ``wgmma_request``, which picks one."""
+    as ``tile_body``'s ``halves`` for every block; by default the package's per block,
+    ``PACKAGE_HALVES``), and ``wgmma_request``, which picks one."""
     head = ('"""Written by ``python -m fp4_inductor.kernels.wgmma_source`` (wgmma_source.py says what it\n'
             'is): do not edit; tests/test_wgmma.py checks that it is what the generator writes."""\n\n'
             "import triton\nimport triton.language as tl\n\nfrom .score_math import power_of_two\n\n")
@@ -534,13 +541,16 @@ if __name__ == "__main__":
     import os
 
     parser = argparse.ArgumentParser(description="Writes score_wgmma.py (the package's hot pass on wgmmas).")
-    parser.add_argument("--halves", type=int, default=PACKAGE_HALVES, choices=(0, 1, 2, 3),
-                        help="the tile's dot (tile_body's halves)")
+    parser.add_argument("--halves", type=int, default=None, choices=(0, 1, 2, 3),
+                        help="the tile's dot (tile_body's halves) at every block (default: the package's, "
+                             f"by rows per block {PACKAGE_HALVES})")
     parser.add_argument("--variant", action="store_true",
                         help="write score_wgmma_h{HALVES}.py and kernel_h{HALVES}.py (score_kernel.py on it) "
                              "instead, a variant for benchmarks/score_ab.py")
     args = parser.parse_args()
     here = os.path.dirname(os.path.abspath(__file__))
+    if args.variant and args.halves is None:
+        parser.error("--variant: expected --halves")
     written = variant_sources(args.halves) if args.variant else {"score_wgmma": module_source(args.halves)}
     for name, source in written.items():
         with open(os.path.join(here, f"{name}.py"), "w") as f:
