@@ -362,13 +362,14 @@ THREAD_LINES = [
 # The package's block-table row: a page id is 32 bits, zero-extended (score_tiles.tile_page_ids).
 PACKAGE_PAGE = "tl.load(bt_row + tl.minimum({index}, last) * block_table_page_stride).to(tl.uint32).to(tl.int64)"
 # The package's hot pass (the launcher's ``wgmma`` tuning): at 2 rows the tile's dot in two halves
-# of the query rows, one after the other (at 4 rows, below), with the folded head weights in shared memory (half the
-# accumulators live: 4 and 3 programs per SM at 2 and 4 rows, score.WGMMA_REGISTERS), and the
-# query prologue in 16-byte loads (``VECTOR_QUERY``). Of the four forms timed on an H100
-# (docs/benchmarks.md, stops 51 and 53: both halves in flight with the weights in registers, or
-# this; the prologue a word per thread, or this), the fastest at 2 and at 4 rows: at next_n=4
-# 169-170 us against 180-181 with the word prologue, 182-183 with both halves in flight and
-# 202-204 for the default hot pass; at next_n=2 113 against 115-116, 124 and 107 (the default).
+# of the query rows, one after the other (at 4 rows, below), with the folded head weights in
+# shared memory (half the accumulators live: 4 and 3 programs per SM at 2 and 4 rows,
+# score.WGMMA_REGISTERS), and the query prologue in 16-byte loads (``VECTOR_QUERY``). Of the four
+# forms timed on an H100 (docs/benchmarks.md, stops 51 and 53: both halves in flight with the
+# weights in registers, or this; the prologue a word per thread, or this), the fastest at 2 and at
+# 4 rows: at next_n=4 169-170 us against 180-181 with the word prologue, 182-183 with both halves
+# in flight and 202-204 for the default hot pass; at next_n=2 113 against 115-116, 124 and 107
+# (the default).
 # At 4 rows the tile's dot is one dot per query row, two in flight (``tile_body``'s halves 3):
 # bit-identical to the halves in turn, 565 instructions per tile against 529 (sm_90, Triton 3.6),
 # and on an H100 1-2 % faster in each of three calls of two A/B rounds (docs/benchmarks.md, stops
