@@ -4,12 +4,11 @@ checked-in kernel is what its generator writes; compiled for sm_90 on any machin
 serialized by ptxas, the tile loop's dots run as written (at 2 rows two half dots one after the
 other, at 4 one dot per query row, two in flight) and the register caps hold with no spill in the
 tile loop (a few stack words in the query prologue), and so for the dot each size does not take,
-written out as a variant; the query
-prologue writes the operand and folded weights it should (run on numpy); the launcher refuses
-what it cannot run, and takes the pass by default where its conditions hold; on an sm_90 GPU,
-its logits match float64 on ragged, permuted batches, with keys and queries that do not fold
-(the exact pass after it), nothing is written outside the valid region, and the public op takes
-it from 3 rows per request."""
+written out as a variant; the query prologue writes the operand and folded weights it should (run on
+numpy); the launcher refuses what it cannot run, and takes the pass by default where its conditions
+hold; on an sm_90 GPU, its logits match float64 on ragged, permuted batches, with keys and queries
+that do not fold (the exact pass after it), nothing is written outside the valid region, and the
+public op takes it from 3 rows per request."""
 
 import json
 import os
@@ -144,20 +143,23 @@ def variant(halves):
         spec = importlib.util.spec_from_file_location("fp4_inductor.kernels." + name, path)
         module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-    return module.score_paged_kernel
+    return module
 
 out = {}
-# The package's hot pass at 2 and 4 rows, and at each the dot the package does not take there
-# (halves 3 at 2 rows, halves 2 at 4), written out as a variant.
-other = {rows: variant(halves) for rows, halves in ((2, 3), (4, 2))}
+# The package's hot pass at 2 and 4 rows, and at each the dot of halves 2 and 3 that the package
+# does not take there, written out as a variant.
+package = wgmma_source.PACKAGE_HALVES
+other = {rows: ({2, 3} - {package[rows]}).pop() for rows in (2, 4)}
 for which, rows in (("", 2), ("", 4), ("other", 2), ("other", 4)):
-    scorer = other[rows] if which else score_kernel.score_paged_kernel
+    halves = other[rows] if which else package[rows]
+    scorer = variant(halves).score_paged_kernel if which else score_kernel.score_paged_kernel
     plan = score.launch_plan(True, rows * 64, {}, 1)
     hot = score.launch_forms("fixup", True, True, plan[0], plan[1], plan[3], plan[4], plan[5], 1)[0]
     cap = score.WGMMA_REGISTERS[rows * 64]
     kernel = compile_scorer(scorer, rows, hot, maxnreg=cap)
     usage = dump_cubin(kernel.asm["cubin"], "resource-usage")
-    out[which + str(rows)] = dict(plan=plan, hot=hot, cap=cap, warnings=ptxas_verdict(kernel.asm["ptx"])[1],
+    out[which + str(rows)] = dict(plan=plan, hot=hot, cap=cap, halves=halves,
+                                  warnings=ptxas_verdict(kernel.asm["ptx"])[1],
                                   registers=int(usage.split("REG:")[1].split()[0]),
                                   stack=int(usage.split("STACK:")[1].split()[0]),
                                   order=wgmma_order(kernel.asm["cubin"]), loop=dot_loop_spills(kernel.asm["cubin"]))
@@ -180,7 +182,8 @@ def dot_order(halves: int, rows: int) -> str:
     return ", ".join(["group", "group"] + ["wait 0x1", "group"] * (rows - 2) + ["wait 0x1", "wait 0x0"])
 
 
-def check_compiled(got: dict, halves: int, rows: int) -> None:
+def check_compiled(got: dict, rows: int) -> None:
+    halves = got["halves"]
     assert got["warnings"] == [] and got["registers"] <= got["cap"]  # no wgmma serialized by ptxas
     # A few words of stack in the query prologue (Triton 3.6: 8 bytes at 4 rows with the halves in
     # turn, 16 with one dot per row, 16 at 2 rows; 3.7.1: 16 and 24, with PDL or without). One dot
@@ -201,7 +204,7 @@ def test_the_hot_pass_compiles_for_sm90(compiled, rows):
     # The programs per SM the launcher plans are what the compiled registers (allocated in steps
     # of 8) allow: a cap looser than the kernel needs would plan too few.
     assert got["plan"][2] == 65536 // (128 * -(-got["registers"] // 8) * 8)
-    check_compiled(got, wgmma_source.PACKAGE_HALVES[rows], rows)
+    check_compiled(got, rows)
 
 
 @pytest.mark.parametrize("rows", [2, 4])
@@ -209,7 +212,7 @@ def test_the_other_dot_compiles_for_sm90(compiled, rows):
     """The dot the package does not take at ``rows`` (one dot per query row at 2 rows, slower there;
     the halves in turn at 4, slower there), written out as a variant for ``score_ab.py``, under
     the package's caps: no wgmma serialized, no spill in the tile loop, its dots as written."""
-    check_compiled(compiled[f"other{rows}"], {2: 3, 4: 2}[rows], rows)
+    check_compiled(compiled[f"other{rows}"], rows)
 
 
 def test_the_launcher_refuses_what_it_cannot_run(gen):
