@@ -521,6 +521,8 @@ def test_schedule_chunk_by_form_and_batch():
     assert [schedule_chunk(True, 16, b) for b in (1, 8, 9, 64, 4096)] == [32, 32, 64, 64, 64]
     assert schedule_chunk(True, 16, None) == 64  # a batch not known as an int: the large-batch step
     assert [schedule_chunk(True, 8, b) for b in (1, 64, 4096)] == [32, 32, 32]
+    # the wgmma hot pass, of 16 warps too, keeps the two-row kernel's step
+    assert [schedule_chunk(True, 16, b, 1) for b in (1, 64, 4096, None)] == [32, 32, 32, 32]
     assert [schedule_chunk(False, 4, b) for b in (1, 64)] == [128, 128]
 
 

@@ -106,9 +106,10 @@ def test_every_written_out_name_is_set_before_it_is_read():
     import importlib
     import sys
 
-    for halves in (None, 2, 3):  # the package's, and every block with 2 or with 3
-        assert names_read_before_set(wgmma_source.module_source(halves)) == {
-            "wgmma_rows2": [], "wgmma_rows4": [], "wgmma_request": []}, halves
+    # the package's, every block with 2 or with 3, and the package's at four warpgroups per program
+    for halves, groups in ((None, 1), (2, 1), (3, 1), (None, 4)):
+        assert names_read_before_set(wgmma_source.module_source(halves, groups)) == {
+            "wgmma_rows2": [], "wgmma_rows4": [], "wgmma_request": []}, (halves, groups)
     bench = os.path.join(os.path.dirname(__file__), "..", "benchmarks")
     sys.path.insert(0, bench)
     try:
@@ -128,16 +129,30 @@ def test_the_generator_refuses_a_dot_it_cannot_write(halves, rows):
         wgmma_source.tile_body(64 * rows, rows, 1, halves)
 
 
+@pytest.mark.parametrize("n, groups", [(64, 4), (128, 8), (128, 0), (256, 3)])
+def test_the_query_prologue_refuses_warpgroups_that_do_not_fill_its_steps(n, groups):
+    with pytest.raises(ValueError, match=f"groups: expected warpgroups whose threads divide the {4 * n} units "
+                                         f"of {n} columns, got {groups}"):
+        wgmma_source.query_prologue(n, groups)
+
+
+def test_a_variant_names_what_it_changes():
+    assert [wgmma_source.variant_name(*args) for args in ((3,), (None, 4), (2, 4))] == ["h3", "g4", "h2_g4"]
+    with pytest.raises(ValueError, match="variant: expected halves or groups other than the package's 1, got "
+                                         "halves=None, groups=1"):
+        wgmma_source.variant_sources()
+
+
 _COMPILE = NEEDS_SM90_TOOLS + """
 import importlib.util, json, os, sys, tempfile
 from fp4_inductor.kernels import score, score_kernel, wgmma_source
 from fp4_inductor.kernels.sm90 import compile_scorer, dot_loop_spills, dump_cubin, ptxas_verdict, wgmma_order
 
-def variant(halves):
-    # score_kernel.py on the hot pass written with ``halves``, as modules of the kernels package
-    # kept in a temporary folder (Triton reads a kernel's source from its file)
+def variant(halves, groups=wgmma_source.PACKAGE_GROUPS):
+    # score_kernel.py on the hot pass written with ``halves`` and ``groups``, as modules of the
+    # kernels package kept in a temporary folder (Triton reads a kernel's source from its file)
     folder = tempfile.mkdtemp()
-    for name, source in wgmma_source.variant_sources(halves).items():
+    for name, source in wgmma_source.variant_sources(halves, groups).items():
         path = os.path.join(folder, name + ".py")
         open(path, "w").write(source)
         spec = importlib.util.spec_from_file_location("fp4_inductor.kernels." + name, path)
@@ -146,19 +161,24 @@ def variant(halves):
     return module
 
 out = {}
-# The package's hot pass at 2 and 4 rows, and at each the dot of halves 2 and 3 that the package
-# does not take there, written out as a variant.
+# The package's hot pass at 2 and 4 rows, at each the dot of halves 2 and 3 that the package
+# does not take there, and the package's dots at four warpgroups per program (``--groups 4``),
+# each written out as a variant; each launched as the launcher plans it for that kernel.
 package = wgmma_source.PACKAGE_HALVES
 other = {rows: ({2, 3} - {package[rows]}).pop() for rows in (2, 4)}
-for which, rows in (("", 2), ("", 4), ("other", 2), ("other", 4)):
-    halves = other[rows] if which else package[rows]
-    scorer = variant(halves).score_paged_kernel if which else score_kernel.score_paged_kernel
-    plan = score.launch_plan(True, rows * 64, {}, 1)
+for which, rows in (("", 2), ("", 4), ("other", 2), ("other", 4), ("g4_", 2), ("g4_", 4)):
+    halves = other[rows] if which == "other" else package[rows]
+    scorer = (variant(halves).score_paged_kernel if which == "other" else variant(None, 4).score_paged_kernel
+              if which == "g4_" else score_kernel.score_paged_kernel)
+    warps = score.wgmma_warps(scorer)
+    plan = score.launch_plan(True, rows * 64, {}, 1, warps)
     hot = score.launch_forms("fixup", True, True, plan[0], plan[1], plan[3], plan[4], plan[5], 1)[0]
-    cap = score.WGMMA_REGISTERS[rows * 64]
+    # The launcher's cap where it passes one (one warpgroup per program); four pass none, as
+    # Inductor's launches, which drop ``maxnreg``, compile them too.
+    cap = score.WGMMA_REGISTERS[rows * 64] if warps == 4 else None
     kernel = compile_scorer(scorer, rows, hot, maxnreg=cap)
     usage = dump_cubin(kernel.asm["cubin"], "resource-usage")
-    out[which + str(rows)] = dict(plan=plan, hot=hot, cap=cap, halves=halves,
+    out[which + str(rows)] = dict(plan=plan, hot=hot, cap=cap or 128, halves=halves, warps=kernel.metadata.num_warps,
                                   warnings=ptxas_verdict(kernel.asm["ptx"])[1],
                                   registers=int(usage.split("REG:")[1].split()[0]),
                                   stack=int(usage.split("STACK:")[1].split()[0]),
@@ -182,13 +202,14 @@ def dot_order(halves: int, rows: int) -> str:
     return ", ".join(["group", "group"] + ["wait 0x1", "group"] * (rows - 2) + ["wait 0x1", "wait 0x0"])
 
 
-def check_compiled(got: dict, rows: int) -> None:
+def check_compiled(got: dict, rows: int, stack: int | None = None) -> None:
+    """``stack``: the most bytes of stack allowed (by default the one-warpgroup pass's)."""
     halves = got["halves"]
     assert got["warnings"] == [] and got["registers"] <= got["cap"]  # no wgmma serialized by ptxas
     # A few words of stack in the query prologue (Triton 3.6: 8 bytes at 4 rows with the halves in
     # turn, 16 with one dot per row, 16 at 2 rows; 3.7.1: 16 and 24, with PDL or without). One dot
     # per row at 2 rows spills more of the prologue (128 bytes on Triton 3.6)...
-    assert got["stack"] <= (160 if (halves, rows) == (3, 2) else 24)
+    assert got["stack"] <= (stack if stack is not None else 160 if (halves, rows) == (3, 2) else 24)
     # ... and none of it in the tile loop (a few hundred instructions per 64-key tile).
     instructions, spills = got["loop"]
     assert 300 < instructions < 700 and spills == 0, got["loop"]
@@ -213,6 +234,20 @@ def test_the_other_dot_compiles_for_sm90(compiled, rows):
     the halves in turn at 4, slower there), written out as a variant for ``score_ab.py``, under
     the package's caps: no wgmma serialized, no spill in the tile loop, its dots as written."""
     check_compiled(compiled[f"other{rows}"], rows)
+
+
+@pytest.mark.parametrize("rows", [2, 4])
+def test_four_warpgroups_per_program_compile_for_sm90(compiled, rows):
+    """The package's dots written as four warpgroups per program (``wgmma_source --groups 4
+    --variant``), launched as the launcher plans that kernel (``wgmma_warps`` 16: one program per
+    SM, no ``maxnreg``, the exact pass on four times the programs, the one-warpgroup pass's setup
+    units): 512 threads hold ptxas to 128 registers with no cap (127-128 on Triton 3.6 and 3.7.1),
+    no wgmma serialized, no spill in the tile loop, its dots as written. The stack: none at 2 rows;
+    at 4 rows 128 bytes on Triton 3.6 and 136 on 3.7.1, outside the tile loop."""
+    got = compiled[f"g4_{rows}"]
+    assert got["warps"] == 16 and got["hot"]["WARPS"] == 16 and got["hot"]["WGMMA"] == 1
+    assert got["plan"] == [1, 16, 1, False, 4, 6]
+    check_compiled(got, rows, stack=0 if rows == 2 else 160)
 
 
 def test_the_launcher_refuses_what_it_cannot_run(gen):
@@ -411,6 +446,83 @@ def test_the_launcher_takes_the_wgmma_default(gen, monkeypatch):
     assert out.isnan().all()  # recorded, not run
 
 
+@pytest.fixture(scope="module")
+def four_groups(tmp_path_factory):
+    """score_kernel.py on the wgmma pass of four warpgroups per program (``wgmma_source --groups 4
+    --variant``), imported as modules of the kernels package from a temporary folder: its
+    ``score_paged_kernel``."""
+    import importlib.util
+    import sys
+
+    folder = tmp_path_factory.mktemp("four_groups")
+    names = []
+    for name, source in wgmma_source.variant_sources(None, 4).items():  # the pass's module first
+        path = folder / f"{name}.py"
+        path.write_text(source)
+        spec = importlib.util.spec_from_file_location(f"fp4_inductor.kernels.{name}", path)
+        module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+        names.append(spec.name)
+        spec.loader.exec_module(module)
+    yield module.score_paged_kernel
+    for name in names:
+        sys.modules.pop(name, None)
+
+
+def test_the_launcher_plans_four_warpgroups_per_program(gen, four_groups, monkeypatch):
+    """A kernel whose wgmma pass runs four warpgroups per program (``wgmma_warps`` 16): the launcher
+    launches one program per SM of 16 warps with no ``maxnreg``, the one-warpgroup pass's setup
+    units and schedule step, then the exact pass on four times its programs (2-row blocks); and
+    ``wgmma_default`` takes it while tracing too (fake tensors), where the package's one-warpgroup
+    pass, which needs its register cap, is taken with real tensors only. Launches recorded, not
+    run (the CPU has no wgmma; the device checks pass with stand-ins)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from fp4_inductor.kernels import score
+
+    assert score.wgmma_warps(four_groups) == 16 and score.wgmma_warps(score.score_paged_kernel) == 4
+    old = type("OldKernel", (), {"arg_names": score.score_paged_kernel.arg_names})()
+    assert score.wgmma_warps(old) == 4  # a copy from before the pass said its warps
+    case = scoring_case(gen, "cpu", heads=64, query_lens=[4, 3], seq_lens=[300, 70])
+    query = fp4.quantize_queries(case["q"])
+    out = torch.full((case["q"].shape[0], case["block_table"].shape[1] * 64), float("nan"))
+    args = (out, *query, case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"],
+            case["max_query_len"])
+    monkeypatch.setattr(score, "wgmma_default", lambda *given: True)
+    with recorded_scorer_launches() as launches:
+        score.launch_score_paged(*args, asm=True, kernel=four_groups)
+        (hot_grid, _, hot), (exact_grid, _, exact) = launches
+        assert (hot["WGMMA"], hot["ROWS"], hot["TILE_PAGES"], hot["WARPS"], hot["num_warps"]) == (1, 4, 1, 16, 16)
+        assert (hot["SETUP_UNITS"], hot["CHUNK"]) == (6, 32) and "maxnreg" not in hot
+        assert (exact["MODE"], exact["WGMMA"], exact["ROWS"], exact["ROW_SPLIT"], exact["SPLIT"]) == (2, 0, 2, 2, 4)
+        assert hot_grid == (4, 1) and exact_grid == (16, 2)  # one program per SM (4 "SMs" on the CPU)
+        launches.clear()
+        score.launch_score_paged(*args, asm=True)  # the package's: its cap, three programs per SM
+        (hot_grid, _, hot), (exact_grid, _, exact) = launches
+        assert (hot["WARPS"], hot["maxnreg"], hot_grid, exact["SPLIT"], exact_grid) == (4, 168, (12, 1), 1, (12, 2))
+        # A pass's warps are its kernel's, a page per tile: a tuning that says otherwise is refused.
+        launches.clear()
+        monkeypatch.setattr(score, "check_wgmma", lambda *given: None)  # the device's conditions, met
+        for kernel, warps, tuning in ((four_groups, 16, dict(num_warps=8)), (score.score_paged_kernel, 4,
+                                                                             dict(num_warps=16)),
+                                      (four_groups, 16, dict(tile_pages=2))):
+            got = (tuning.get("tile_pages", 1), tuning.get("num_warps", warps))
+            with pytest.raises(ValueError, match=re.escape(f"wgmma: the kernel's pass runs one page per tile on {warps} "
+                                                           f"warps, got tile_pages={got[0]}, num_warps={got[1]}")):
+                score.launch_score_paged(*args, asm=True, kernel=kernel, wgmma=1, **tuning)
+        assert launches == []
+    assert out.isnan().all()  # recorded, not run
+    monkeypatch.undo()
+    monkeypatch.setattr(score, "capability_major", lambda device: 9)
+    monkeypatch.setattr(score.torch.version, "hip", None)
+    payload = torch.zeros(3, 64, 64, dtype=torch.uint8)
+    with FakeTensorMode():
+        fake_out = torch.empty(3, 256, device="cuda")
+    for kernel, traced in ((four_groups, True), (score.score_paged_kernel, False)):
+        given = (True, True, True, 64, "cuda:0", payload, kernel, 4)
+        assert score.wgmma_default(*given, torch.empty(3, 256)) is True
+        assert score.wgmma_default(*given, fake_out) is traced
+
+
 @pytest.mark.skipif(not INTERPRETER, reason="needs TRITON_INTERPRET=1 and triton")
 @pytest.mark.parametrize("query_lens, exact_rows, programs", [([4, 3], None, None), ([4, 3], 2, None),
                                                                ([4, 3], 1, None), ([8, 3], 2, None), ([8, 3], 2, 4)])
@@ -445,6 +557,19 @@ def test_the_exact_pass_after_four_row_blocks(gen, query_lens, exact_rows, progr
     assert_matches_float64(out, query, case)
 
 
+def unfolding_case(gen, query_lens, seq_lens):
+    """A GPU scoring case (64 heads, permuted merged pages) whose keys in every fifth slot of each
+    request's pages 1 and 3 have group scales that do not fold (the exact pass rewrites them), and
+    its queries with one head of the first row that does not fold: (case, queries)."""
+    case = scoring_case(gen, "cuda", heads=64, query_lens=query_lens, seq_lens=seq_lens)
+    pages = case["block_table"].cpu()[:, [1, 3]].flatten().long()
+    slots = (pages[:, None] * 64 + torch.arange(0, 64, 5)).flatten()
+    fp4.store_keys(random_keys(slots.shape[0], gen, group_spread=9).cuda(), case["cache"], slots.cuda())
+    q = case["q"].clone()
+    q[0, 5, :32] *= 2.0**10
+    return case, q
+
+
 def passes(launches) -> list:
     """The (MODE, WGMMA, ROWS, ROW_SPLIT) of each of ``recorded_scorer_launches``' launches."""
     return [(named["MODE"], named["WGMMA"], named["ROWS"], named["ROW_SPLIT"]) for _, _, named in launches]
@@ -470,21 +595,19 @@ def assert_matches_float64(out, query, case):
                                                   ([4, 3, 1], [2100, 4096, 700]),
                                                   ([8, 5, 1], [1200, 4096, 90])])
 @pytest.mark.parametrize("programs", [None, 1, 3, 7])
-def test_logits_match_float64_on_the_gpu(gen, query_lens, seq_lens, programs):
+def test_logits_match_float64_on_the_gpu(gen, four_groups, query_lens, seq_lens, programs):
     """Ragged verify rows (blocks of 2 or 4 rows, some short; 8 rows in two blocks), permuted
     merged pages, keys whose group scales do not fold in a few pages (the exact pass rewrites
     them) and a query head that does not fold in the first request; on the launcher's programs
     (one tile or none each, here) and on 1, 3 and 7 (many tiles and requests per program, each
     request's arrays written again): every logit of the valid region within 1e-5 of float64, as
-    the default hot pass's, and nothing written outside it."""
+    the default hot pass's, and nothing written outside it. The pass as four warpgroups per
+    program (``--groups 4``; shares that start and end at every page offset of the warpgroups'
+    turn) does each key's arithmetic as the package's one-warpgroup pass: its logits equal that
+    pass's bit for bit."""
     from fp4_inductor.kernels.score import launch_score_paged
 
-    case = scoring_case(gen, "cuda", heads=64, query_lens=query_lens, seq_lens=seq_lens)
-    pages = case["block_table"].cpu()[:, [1, 3]].flatten().long()
-    slots = (pages[:, None] * 64 + torch.arange(0, 64, 5)).flatten()
-    fp4.store_keys(random_keys(slots.shape[0], gen, group_spread=9).cuda(), case["cache"], slots.cuda())
-    q = case["q"].clone()
-    q[0, 5, :32] *= 2.0**10  # one head of the first row whose group scales do not fold
+    case, q = unfolding_case(gen, query_lens, seq_lens)
     query = fp4.quantize_queries(q)
     width = case["block_table"].shape[1] * 64
     args = (*query, case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"],
@@ -493,10 +616,14 @@ def test_logits_match_float64_on_the_gpu(gen, query_lens, seq_lens, programs):
     # wgmma=1 runs the exact pass on 2-row blocks after 4-row hot blocks; exact_rows 1 and 4 the other forms.
     other_rows = [{"wgmma": 1, "exact_rows": 1, **extra}] + ([{"wgmma": 1, "exact_rows": 4, **extra}]
                                                              if max(query_lens) > 2 else [])
-    for tuning in ({"wgmma": 1, **extra}, *other_rows, {"wgmma": 0, **extra}):
+    outs = []
+    for tuning in ({"wgmma": 1, **extra}, *other_rows, {"wgmma": 0, **extra}, {"wgmma": 1, "kernel": four_groups,
+                                                                                **extra}):
         out = torch.full((q.shape[0], width), float("nan"), device="cuda")
         launch_score_paged(out, *args, **tuning)
         assert_matches_float64(out, query, case)
+        outs.append(out)
+    assert torch.equal(outs[-1].isnan(), outs[0].isnan()) and torch.equal(outs[-1].nan_to_num(), outs[0].nan_to_num())
 
 
 @pytest.mark.gpu
@@ -535,12 +662,7 @@ def test_the_opaque_scorer_takes_the_wgmma_pass_compiled(gen, mode):
     from torch._dynamo.utils import counters
     from torch._inductor.utils import run_and_get_code
 
-    case = scoring_case(gen, "cuda", heads=64, query_lens=[4, 3, 1], seq_lens=[2100, 4096, 700])
-    pages = case["block_table"].cpu()[:, [1, 3]].flatten().long()
-    slots = (pages[:, None] * 64 + torch.arange(0, 64, 5)).flatten()
-    fp4.store_keys(random_keys(slots.shape[0], gen, group_spread=9).cuda(), case["cache"], slots.cuda())
-    q = case["q"].clone()
-    q[0, 5, :32] *= 2.0**10
+    case, q = unfolding_case(gen, [4, 3, 1], [2100, 4096, 700])
     payload, scales = fp4.quantize_queries(q)
     weights = case["weights"].clone()
     layout = (case["cache"], weights, case["block_table"], case["query_starts"], case["row_ends"])
@@ -570,8 +692,60 @@ def test_the_opaque_scorer_takes_the_wgmma_pass_compiled(gen, mode):
         assert counters["inductor"]["cudagraph_skips"] == 0, dict(counters["inductor"])
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.version.hip is not None
+                    or torch.cuda.get_device_capability()[0] != 9, reason="needs an sm_90 NVIDIA GPU")
+@pytest.mark.parametrize("mode", [None, "reduce-overhead"])
+def test_four_warpgroups_per_program_compile_to_eager_bits(gen, four_groups, mode, monkeypatch):
+    """``torch.compile(fullgraph=True)`` of ``fp4.score_paged`` at 64 heads with 4-row requests,
+    every launch on the kernel of four warpgroups per program: the traced launches are eager's
+    plan (the wgmma pass on 4-row blocks at 16 warps with no ``maxnreg``, then the exact pass on
+    2-row blocks), Inductor's code launches the scorer itself (no extern call), and its logits
+    equal eager's bit for bit (keys and a query head that do not fold), also with new queries
+    and weights copied into the same tensors, and with ``mode="reduce-overhead"`` as replays of a
+    captured CUDA graph, none skipped. Inductor's and AOTAutograd's caches are off: a cached graph
+    would skip the tracing that this test records."""
+    import functools
+
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+    from torch._dynamo.utils import counters
+    from torch._inductor.utils import run_and_get_code
+
+    from fp4_inductor.kernels import score
+
+    monkeypatch.setattr(score, "launch_score_paged", functools.partial(score.launch_score_paged, kernel=four_groups))
+    case, q = unfolding_case(gen, [4, 3, 1], [2100, 4096, 700])
+    payload, scales = fp4.quantize_queries(q)
+    weights = case["weights"].clone()
+    layout = (case["cache"], weights, case["block_table"], case["query_starts"], case["row_ends"])
+    valid = reference.valid_region(case["query_starts"], case["row_ends"], case["block_table"].shape[1] * 64)
+
+    def scores(payload, scales, cache, weights, block_table, query_starts, row_ends):
+        return fp4.score_paged((payload, scales), cache, weights, block_table, query_starts, row_ends, 4)
+
+    torch._dynamo.reset()
+    counters.clear()
+    with inductor_config.patch(fx_graph_cache=False), functorch_config.patch(enable_autograd_cache=False):
+        compiled = torch.compile(scores, fullgraph=True, mode=mode)
+        with recorded_scorer_launches(run=True) as launches:
+            got, (code, *_) = run_and_get_code(compiled, payload, scales, *layout)
+    assert passes(launches)[:2] == [(1, 1, 4, 1), (2, 0, 2, 2)], passes(launches)
+    hot = launches[0][2]
+    assert hot["num_warps"] == 16 and "maxnreg" not in hot
+    assert "score_paged_kernel" in code and "score_paged_eager_out" not in code
+    assert torch.equal(got[valid], scores(payload, scales, *layout)[valid])
+    for _ in range(3):
+        new_payload, new_scales = fp4.quantize_queries(torch.randn(q.shape, generator=gen).cuda() * q.abs())
+        payload.copy_(new_payload), scales.copy_(new_scales), weights.copy_(torch.randn(weights.shape, generator=gen))
+        got = compiled(payload, scales, *layout)
+        assert torch.equal(got[valid], scores(payload, scales, *layout)[valid])
+    if mode == "reduce-overhead":
+        assert counters["inductor"]["cudagraph_skips"] == 0, dict(counters["inductor"])
+
+
 class _Lanes(np.ndarray):
-    """A [128] tensor of the written-out kernels (thread i holds element i), for ``_run_prologue``."""
+    """A tensor of the written-out kernels (thread i holds element i), for ``_run_prologue``."""
 
     def to(self, dtype, bitcast=False):
         kind = {"int32": np.int32, "int64": np.int64, "float32": np.float32}[dtype]
@@ -632,8 +806,9 @@ def _expected_prologue(n, payload, scales, weights, first_row, rows_here):
     return shared, weight_words, fold
 
 
-def _run_prologue(n, payload, scales, weights, first_row, rows_here):
-    """A request's query prologue (``wgmma_source.query_prologue``) run on numpy: loads and asm
+def _run_prologue(n, payload, scales, weights, first_row, rows_here, groups=1):
+    """A request's query prologue (``wgmma_source.query_prologue``) by ``groups`` warpgroups
+    (128 * groups lanes) run on numpy: loads and asm
     replaced by stand-ins (a load or a 16-byte load must be in bounds where it is not masked
     off; a shared address is written once; the tables and the operand builder are ``_tables`` and
     ``_prmt``, as in ``_expected_prologue``). Returns (shared words, folded weights' words, the
@@ -642,12 +817,13 @@ def _run_prologue(n, payload, scales, weights, first_row, rows_here):
 
     from fp4_inductor.kernels import wgmma_source
 
-    thread = _lanes(np.arange(128))
+    lanes = 128 * groups
+    thread = _lanes(np.arange(lanes))
     shared, weights_at_shared = {}, {}
 
     def load(pointer, mask=True, other=0):
-        offset = np.broadcast_to(np.asarray(pointer.offset), (128,)).astype(np.int64)
-        mask = np.broadcast_to(np.asarray(mask), (128,))
+        offset = np.broadcast_to(np.asarray(pointer.offset), (lanes,)).astype(np.int64)
+        mask = np.broadcast_to(np.asarray(mask), (lanes,))
         assert ((0 <= offset[mask]) & (offset[mask] < pointer.memory.size)).all(), "a load out of bounds"
         return _lanes(np.where(mask, pointer.memory[np.clip(offset, 0, pointer.memory.size - 1)], other))
 
@@ -659,11 +835,11 @@ def _run_prologue(n, payload, scales, weights, first_row, rows_here):
         return _lanes(out)
 
     def store(table, address, value, where=True):
-        for a, v, w in zip(np.asarray(address).tolist(), np.asarray(value).tolist(), np.broadcast_to(where, (128,))):
+        for a, v, w in zip(np.asarray(address).tolist(), np.asarray(value).tolist(), np.broadcast_to(where, (lanes,))):
             if w:
                 assert a not in table, f"shared address {a} written twice"
                 table[a] = v
-        return _lanes(np.zeros(128, np.int32))
+        return _lanes(np.zeros(lanes, np.int32))
 
     def asm(code, constraints, args, dtype, is_pure, pack):
         if code == "LOAD4":
@@ -688,25 +864,26 @@ def _run_prologue(n, payload, scales, weights, first_row, rows_here):
     tl = SimpleNamespace(load=load, where=lambda c, a, b: _lanes(np.where(c, a, b)), minimum=np.minimum,
                          inline_asm_elementwise=asm, static_range=static_range, int32="int32", int64="int64",
                          float32="float32")
-    names = dict(tl=tl, thread=thread, t=thread % 4, zero=_lanes(np.zeros(128, np.int32)),
-                 query_fold=_lanes(np.full(128, 3)), stored=_lanes(np.zeros(128, np.int32)),
+    names = dict(tl=tl, thread=thread, t=thread % 4, zero=_lanes(np.zeros(lanes, np.int32)),
+                 query_fold=_lanes(np.full(lanes, 3)), stored=_lanes(np.zeros(lanes, np.int32)),
                  queries=0, weights_at=0, words=_Pointer(payload), q_scales_ptr=_Pointer(scales),
                  weights_ptr=_Pointer(weights), weights_stride=64, weights_head_stride=1, first_row=first_row,
                  rows_here=rows_here, power_of_two=lambda e, c: _lanes(np.exp2(np.asarray(e) - 127.0) * c)
                  .astype(np.float32))
     names |= {k: k for k in ("LOAD4", "LOAD4_C", "QMAX", "TABLES", "PRMT", "STORE", "STORE_IF")}
-    exec("\n".join(wgmma_source.query_prologue(n)), names)
+    exec("\n".join(wgmma_source.query_prologue(n, groups)), names)
     return shared, weights_at_shared, int(np.min(names["query_fold"]))
 
 
 @pytest.mark.parametrize("rows, rows_here", [(2, 1), (2, 2), (4, 1), (4, 2), (4, 3), (4, 4)])
 @pytest.mark.parametrize("folds", [True, False])
-def test_the_query_prologue_writes_the_operand(rows, rows_here, folds):
-    """The query prologue (16-byte loads, a group of a column per thread), run on numpy stand-ins
-    for its loads and asm, writes every operand word and folded weight where
-    ``_expected_prologue`` puts them and nothing else, each address once, and finds the smallest
-    fold, for a block's rows placed last in the payload (a column past them must read in bounds
-    and take zeros)."""
+@pytest.mark.parametrize("groups", [1, 4])
+def test_the_query_prologue_writes_the_operand(rows, rows_here, folds, groups):
+    """The query prologue (16-byte loads, a group of a column per thread) by one warpgroup (the
+    package's) and by four (``--groups 4``), run on numpy stand-ins for its loads and asm, writes
+    every operand word and folded weight where ``_expected_prologue`` puts them and nothing else,
+    each address once, and finds the smallest fold, for a block's rows placed last in the payload
+    (a column past them must read in bounds and take zeros)."""
     gen = np.random.default_rng(rows * 10 + rows_here)
     total_rows = 5
     payload = gen.integers(-2**31, 2**31, size=total_rows * 64 * 16, dtype=np.int64).astype(np.int32)
@@ -718,7 +895,7 @@ def test_the_query_prologue_writes_the_operand(rows, rows_here, folds):
     weights = gen.standard_normal(total_rows * 64).astype(np.float32)
     first_row = total_rows - rows_here
     n = 64 * rows
-    got = _run_prologue(n, payload, scales, weights, first_row, rows_here)
+    got = _run_prologue(n, payload, scales, weights, first_row, rows_here, groups)
     want = _expected_prologue(n, payload, scales, weights, first_row, rows_here)
     assert len(want[0]) == n * 32 and len(want[1]) == n
     assert got[0] == want[0]

@@ -49,10 +49,10 @@ def word_fed_pass(exact: str, query_float: bool) -> bool:
     return exact == "fixup" and not query_float
 
 
-def wide_hot_pass(word_fed: bool, num_warps: int) -> bool:
+def wide_hot_pass(word_fed: bool, num_warps: int, wgmma: int = 0) -> bool:
     """Whether a launch's hot pass is the 16-warp word-fed kernel, whose shares count 4 setup
-    units."""
-    return word_fed and num_warps >= 16
+    units (not a wgmma hot pass of 16 warps, which keeps the one-warpgroup pass's choices)."""
+    return word_fed and num_warps >= 16 and not wgmma
 
 
 def dependent_launch(word_fed: bool, asm: bool, exact: str, out: torch.Tensor) -> bool:
@@ -79,11 +79,26 @@ def dependent_launch(word_fed: bool, asm: bool, exact: str, out: torch.Tensor) -
 WGMMA_REGISTERS = {128: 128, 256: 168}
 
 
-def launch_plan(word_fed: bool, columns: int, tuning: dict, wgmma: int = 0) -> tuple[int, int, int, bool, int, int]:
+def wgmma_warps(kernel) -> int:
+    """The warps of ``kernel``'s wgmma hot pass (its ``score_wgmma`` module's ``WARPS``): 4 for
+    one warpgroup per program (the package's), 16 for four (``wgmma_source --groups 4 --variant``,
+    a variant for benchmarks/score_ab.py), 4 for a kernel copy from before it said."""
+    warps = getattr(getattr(kernel, "fn", None), "__globals__", {}).get("WGMMA_WARPS", 4)
+    return int(getattr(warps, "value", warps))
+
+
+# The exact pass after a wgmma hot pass of four warpgroups per program (one program per SM): on
+# four times its programs, the shares of one-warpgroup programs (three or four per SM).
+WGMMA_GROUPS_EXACT_SPLIT = 4
+
+
+def launch_plan(word_fed: bool, columns: int, tuning: dict, wgmma: int = 0,
+                pass_warps: int = 4) -> tuple[int, int, int, bool, int, int]:
     """(pages per tile, warps, programs per SM, tiles in pairs, exact-pass split, setup units) of
     one launch pair; ``word_fed``: its hot kernel takes the word-fed loop; ``columns``: rows per
-    block x heads. ``tuning`` (tile_pages, num_warps, programs_per_sm, pairs, exact_split,
-    setup_units) overrides each.
+    block x heads; ``pass_warps``: the warps of the kernel's wgmma pass (``wgmma_warps``).
+    ``tuning`` (tile_pages, num_warps, programs_per_sm, pairs, exact_split, setup_units) overrides
+    each.
 
     Measured on the H200 (docs/benchmarks.md), with equal shares, B=64 x 32768:
     - the word-fed hot kernel with at most 64 columns (next_n=1 at 64 heads): 16 warps x 4
@@ -122,21 +137,27 @@ def launch_plan(word_fed: bool, columns: int, tuning: dict, wgmma: int = 0) -> t
         # 169.3-171.1 us against 201.6-204.5; next_n=3 166.1-166.3 against 200.7-200.8; next_n=2
         # 113.1 against 106.6-107.4; 16 x 131072 111.1 against 103.3-103.5 (by default it takes
         # only blocks of 4 rows: ``wgmma_default``). Fewer or more programs per SM than planned:
-        # slower (stop 51).
-        plan = (1, 4, 65536 // (128 * WGMMA_REGISTERS[columns]), False)
+        # slower (stop 51). A kernel whose pass runs four warpgroups per program (16 warps, the
+        # ``--groups 4`` variant) runs one program per SM, needing no cap: 512 threads hold ptxas to
+        # 128 registers (not yet run on a GPU; docs/benchmarks.md, stop 61).
+        if pass_warps == 4:
+            plan = (1, 4, 65536 // (128 * WGMMA_REGISTERS[columns]), False)
+        else:
+            plan = (1, pass_warps, 1, False)
     elif word_fed:
         plan = (4, 16, 1, False) if columns <= 64 else (2, 8, 1, True)
     else:
         plan = (2, 4, 2, False)
     keys = ("tile_pages", "num_warps", "programs_per_sm", "pairs")
     tile_pages, num_warps, per_sm, pairs = (tuning.get(key, default) for key, default in zip(keys, plan))
-    wide = wide_hot_pass(word_fed, num_warps)
-    split = tuning.get("exact_split", 2 if word_fed and not wgmma else 1)
+    wide = wide_hot_pass(word_fed, num_warps, wgmma)
+    split = tuning.get("exact_split", (WGMMA_GROUPS_EXACT_SPLIT if pass_warps > 4 else 1) if wgmma
+                       else 2 if word_fed else 1)
     setup = tuning.get("setup_units", 4 if wide else 6 if word_fed else 0)
     return tile_pages, num_warps, per_sm, pairs, split, setup
 
 
-def schedule_chunk(word_fed: bool, num_warps: int, requests) -> int:
+def schedule_chunk(word_fed: bool, num_warps: int, requests, wgmma: int = 0) -> int:
     """The schedule's step (``CHUNK``: requests per block-wide scan in ``score_share``) of one
     launch, from its form's ``WORDS`` and ``WARPS`` (each pass of a pair its own: after the
     16-warp hot kernel, the exact pass on 4 warps takes 32 where the hot pass may take 64).
@@ -149,7 +170,8 @@ def schedule_chunk(word_fed: bool, num_warps: int, requests) -> int:
       131072: 76.6 against 78.1-78.6; even at 128 x 16384: 82.2 against 82.1). 32 costs there
       (84.0 us at 128 x 16384), and 64 does at one to four requests (8.6-10.0 us). Nothing was
       measured between 4 and 16 requests;
-    - a word-fed hot kernel below 16 warps (by default the two-row kernel's 8): 32 (1 x 8192,
+    - a word-fed hot kernel below 16 warps (by default the two-row kernel's 8), or a wgmma hot
+      pass (measured at one warpgroup per program; four take it too): 32 (1 x 8192,
       next_n=2: 9.5 against 10.2; 64 x 32768, next_n=4: 204.8-206.0 against 207.2-208.4;
       next_n=2 even); 256 was slower than 128 at every two-row shape, by 0.2-5.5 us;
     - every other form (not measured): 128, as before.
@@ -159,7 +181,7 @@ def schedule_chunk(word_fed: bool, num_warps: int, requests) -> int:
     10.3-10.4 against 10.9 with 128; the two-row kernel's 32 within 0.6 us of 128 and ahead of 64."""
     if not word_fed:
         return SCHEDULE_CHUNK
-    if not wide_hot_pass(word_fed, num_warps):
+    if not wide_hot_pass(word_fed, num_warps, wgmma):
         return 32
     return 32 if isinstance(requests, int) and requests <= 8 else 64
 
@@ -246,19 +268,22 @@ def wgmma_default(word_fed: bool, gpu: bool, asm: bool, heads: int, device, q_pa
     conditions hold (an sm_90 CUDA device, FP4 queries on the word-fed pass with the PTX builder,
     64 heads, 16-byte-aligned query rows, a kernel that takes ``WGMMA``; the same check, so the
     two cannot drift apart), for blocks of 4 rows (a longest request of ``WGMMA_MIN_ROWS`` rows
-    or more), launched with real tensors.
+    or more), launched with real tensors; while tracing (fake tensors) only where the kernel's
+    pass needs no register cap (four warpgroups per program, ``wgmma_warps``).
 
     H100, A/B in one call (docs/benchmarks.md, stop 54): 64 x 32768 next_n=4 171.0-171.1 us
     against 201.6-204.5 with ``wgmma=0``; next_n=3 (one 4-row block against two 2-row blocks)
     166.1-166.3 against 200.7-200.8. At 2-row blocks it is slower (stop 53: next_n=2 113.1
     against 106.6-107.4; 16 x 131072 111.1 against 103.3-103.5), so those keep the default.
-    Not while tracing (fake tensors): its register cap is a ``maxnreg`` launch option, which
-    Inductor's launches of a user kernel drop (its configs keep warps and stages). Traced without
-    the cap (H100, torch 2.11, stop 54), the pass gives eager's bits but no time: 202.7 us at two
-    programs per SM, 267.3 at the capped plan's three, against 201.7 for the default hot pass
-    compiled. There the default hot pass runs, so at these shapes eager and compiled logits agree
-    to float32 rounding, not bit for bit (docs/compile.md)."""
-    if not (isinstance(max_query_len, int) and max_query_len >= WGMMA_MIN_ROWS) or is_fake(out):
+    Not while tracing (fake tensors) at one warpgroup per program: its register cap is a
+    ``maxnreg`` launch option, which Inductor's launches of a user kernel drop (its configs keep
+    warps and stages). Traced without the cap (H100, torch 2.11, stop 54), the pass gives eager's
+    bits but no time: 202.7 us at two programs per SM, 267.3 at the capped plan's three, against
+    201.7 for the default hot pass compiled. There the default hot pass runs, so at these shapes
+    eager and compiled logits agree to float32 rounding, not bit for bit (docs/compile.md)."""
+    if not (isinstance(max_query_len, int) and max_query_len >= WGMMA_MIN_ROWS):
+        return False
+    if is_fake(out) and wgmma_warps(kernel) == 4:
         return False
     try:
         check_wgmma(word_fed, gpu, asm, heads, device, q_payload, kernel)
@@ -367,8 +392,14 @@ def launch_score_paged(
             raise ValueError(f"exact_rows: expected a power of two dividing the hot pass's {rows_per_block} rows "
                              f"per block, got {exact_rows!r}")
         row_split = rows_per_block // exact_rows
-    tile_pages, num_warps, per_sm, pairs, split, setup = launch_plan(word_fed, rows_per_block * heads, tuning, wgmma)
-    if word_fed and (64 * tile_pages) % (16 * num_warps):
+    warps_of_wgmma = wgmma_warps(kernel) if wgmma else 4
+    tile_pages, num_warps, per_sm, pairs, split, setup = launch_plan(word_fed, rows_per_block * heads, tuning, wgmma,
+                                                                     warps_of_wgmma)
+    if wgmma and (tile_pages, num_warps) != (1, warps_of_wgmma):
+        # The pass's warps are its kernel's (``wgmma_warps``), a page per tile.
+        raise ValueError(f"wgmma: the kernel's pass runs one page per tile on {warps_of_wgmma} warps, got "
+                         f"tile_pages={tile_pages}, num_warps={num_warps}")
+    if word_fed and not wgmma and (64 * tile_pages) % (16 * num_warps):
         raise ValueError(f"tile_pages: the word-fed loop needs 64 * tile_pages to be a multiple of 16 * num_warps, "
                          f"got tile_pages={tile_pages} with num_warps={num_warps}")
     # One program per share of all requests' pages (the kernel computes the shares), per row block.
@@ -387,7 +418,7 @@ def launch_score_paged(
     flags = torch.empty(grid[0] * grid[1], dtype=torch.uint8, device=out.device) if exact == "fixup" else query_starts
     maxnreg = tuning.get("maxnreg")
     # The wgmma hot pass's cap, on its launch only (the exact pass keeps its own registers).
-    hot_maxnreg = maxnreg or (WGMMA_REGISTERS[rows_per_block * heads] if wgmma else None)
+    hot_maxnreg = maxnreg or (WGMMA_REGISTERS[rows_per_block * heads] if wgmma and warps_of_wgmma == 4 else None)
     # A kernel copy from before PDL (benchmarks/score_variants.py) takes neither the constexpr nor
     # the launch option: a dependent launch of a kernel that does not wait would race.
     takes_pdl = "PDL" in kernel.arg_names
@@ -401,7 +432,8 @@ def launch_score_paged(
             pages_per_request * 64, rows, flags,
             HEADS=heads, ROWS=rows_per_block // parts, QUERY_FLOAT=query_float,
             DOT_DTYPE=tl.bfloat16 if gpu else tl.float32,
-            CHUNK=tuning.get("chunk", schedule_chunk(form["WORDS"], form["WARPS"], requests)), **form,
+            CHUNK=tuning.get("chunk", schedule_chunk(form["WORDS"], form["WARPS"], requests, form.get("WGMMA", 0))),
+            **form,
             num_warps=form["WARPS"],
             num_stages=tuning.get("num_stages", 3),
             **({"maxnreg": cap} if cap else {}),

@@ -6,6 +6,8 @@ import triton.language as tl
 
 from .score_math import power_of_two
 
+# The launch's warps (score.launch_plan); each function below takes them all.
+WARPS = tl.constexpr(4)
 DECLARE_64 = tl.constexpr('{ .shared .align 1024 .b8 fp4_queries[8192]; mov.u32 $0, fp4_queries; }')
 DECLARE_128 = tl.constexpr('{ .shared .align 1024 .b8 fp4_queries[16384]; mov.u32 $0, fp4_queries; }')
 DECLARE_256 = tl.constexpr('{ .shared .align 1024 .b8 fp4_queries[32768]; mov.u32 $0, fp4_queries; }')

@@ -113,7 +113,7 @@ def compile_scorer(kernel, rows: int, form: dict, query_float: bool = False, num
                 "weights_ptr": "*fp32", "block_table_ptr": "*i32", "query_starts_ptr": "*" + lengths,
                 "row_ends_ptr": "*" + lengths, "flags_ptr": "*u8"}
     # The schedule's step as the launcher picks it for a large batch, unless ``form`` names one.
-    chunk = schedule_chunk(form["WORDS"], form["WARPS"], None)
+    chunk = schedule_chunk(form["WORDS"], form["WARPS"], None, form.get("WGMMA", 0))
     const = {"HEADS": heads, "ROWS": rows, "CHUNK": chunk, "QUERY_FLOAT": query_float, "DOT_DTYPE": tl.bfloat16,
              "PDL": False, "WGMMA": 0, "ROW_SPLIT": 1, **form}
     const = {k: v for k, v in const.items() if k in params}

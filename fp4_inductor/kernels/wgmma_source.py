@@ -1,6 +1,7 @@
 """The inline PTX of the scorer's hot pass on int8 wgmmas, and the lines of Triton that use it,
-written out thread by thread: one warpgroup per program, every tensor of 128 elements (thread i
-holds element i), so that each register of wgmma's fragments is a tensor of its own. A Triton
+written out thread by thread: one warpgroup per program (the package's; ``--groups 4`` writes
+four), every tensor of 128 elements per warpgroup (thread i holds element i), so that each register
+of wgmma's fragments is a tensor of its own. A Triton
 kernel cannot index a thread's registers, so the kernel's source is written by these functions
 (``score_wgmma.py``, checked in, and ``benchmarks/wgmma_scorer.py``'s prototype); each asm string
 is one line, as Inductor's copy of a kernel's globals needs (``ptx.py``).
@@ -75,10 +76,10 @@ def issue_asm(n: int, step_bytes: int = 0, offset: int = 0) -> str:
 
 def wait_asm(acc: int, pending: int) -> str:
     """Inputs: the accumulators, then a value (the bits of the last tile's logits, where the wait
-    must come after them: ``wait``'s ``after``; else 0) stored to the thread's word of a scratch
-    array before the wait, so that ptxas keeps the instructions that make it (that tile's
-    epilogue) before the wait, under the dots still in flight. The store costs one instruction
-    where nothing needs it."""
+    must come after them: ``wait``'s ``after``; else 0) stored to a word of a scratch array (by
+    lane in the warpgroup; never read, so warpgroups may share its words) before the wait, so
+    that ptxas keeps the instructions that make it (that tile's epilogue) before the wait, under
+    the dots still in flight. The store costs one instruction where nothing needs it."""
     moves = " ".join(f"mov.b32 ${i}, ${i + acc};" for i in range(acc))
     return (f"{{ .shared .align 4 .b32 fp4_order[128]; .reg .u32 o, a; mov.u32 o, %tid.x; and.b32 o, o, 127; "
             f"shl.b32 o, o, 2; mov.u32 a, fp4_order; add.u32 a, a, o; st.shared.b32 [a], ${2 * acc}; "
@@ -243,16 +244,17 @@ def group_body(tiles: int, n: int, rows: int, page: str = PROTOTYPE_PAGE) -> lis
 
 
 def tile_body(n: int, rows: int, depth: int, halves: int = 0, shared_weights: bool = False,
-              page: str = PROTOTYPE_PAGE) -> list[str]:
-    """One tile T a step (operand a0_ built, carried; keys of tiles T + 1 .. T + depth carried in
-    q1 .. q{depth}): the keys of tile T + depth + 1 loaded, the dot issued and waited, the logits
-    stored, then tile T + 1's operand built. ``halves``, the tile's dot: 0 whole; 1 in two halves
-    of the query rows, both in flight; 2 the halves one after the other; 3 one dot per query row,
-    two in flight."""
+              page: str = PROTOTYPE_PAGE, stride: int = 1) -> list[str]:
+    """One tile T a step (operand a0_ built, carried; keys of tiles T + stride .. T + depth *
+    stride carried in q1 .. q{depth}): the keys of tile T + (depth + 1) * stride loaded, the dot
+    issued and waited, the logits stored, then tile T + stride's operand built. ``halves``, the
+    tile's dot: 0 whole; 1 in two halves of the query rows, both in flight; 2 the halves one after
+    the other; 3 one dot per query row, two in flight. ``stride``: the pages between a warpgroup's
+    tiles (its program's warpgroups take the pages in turn, ``request_source``)."""
     if halves not in (0, 1, 2, 3) or (halves == 3 and rows % 2):
         raise ValueError(f"halves: expected 0-3 (3 with an even number of rows), got {halves} at {rows} rows")
     body = load_raw(f"q{depth + 1}", "page0")
-    body.append(f"page0 = {page.format(index=f'T + {depth + 2}')}")
+    body.append(f"page0 = {page.format(index=f'T + {(depth + 2) * stride}')}")
     half = rows // 2
     if halves == 1:
         # Two dots on the query rows' halves, both in flight; the first half's logits are summed
@@ -295,14 +297,15 @@ def tile_body(n: int, rows: int, depth: int, halves: int = 0, shared_weights: bo
     return body
 
 
-def tile_prologue(depth: int, begin: str, page: str = PROTOTYPE_PAGE) -> list[str]:
-    """What ``tile_body``'s loop carries in, from page ``begin`` on: the keys of its first
-    depth + 1 tiles loaded (q0 .. q{depth}), the first one's operand built, the next page's id."""
+def tile_prologue(depth: int, begin: str, page: str = PROTOTYPE_PAGE, stride: int = 1) -> list[str]:
+    """What ``tile_body``'s loop carries in, from page ``begin`` on, every ``stride``-th page: the
+    keys of its first depth + 1 tiles loaded (q0 .. q{depth}), the first one's operand built, the
+    next page's id."""
     lines = []
     for k in range(depth + 1):
-        lines += load_raw(f"q{k}", page.format(index=f"{begin} + {k}")) + [pack(f"q{k}")]
+        lines += load_raw(f"q{k}", page.format(index=f"{begin} + {k * stride}")) + [pack(f"q{k}")]
     lines += build("q0", "a0_", "k0")
-    lines.append(f"page0 = {page.format(index=f'{begin} + {depth + 1}')}")
+    lines.append(f"page0 = {page.format(index=f'{begin} + {(depth + 1) * stride}')}")
     return lines
 
 
@@ -332,7 +335,7 @@ def constants(sizes=(32, 64, 128, 256)) -> dict[str, str]:
 
 # A shared store where $3 is not 0; the folded weights' writers.
 STORE_IF = "{ .reg .pred p; setp.ne.b32 p, $3, 0; @p st.shared.u32 [$1], $2; mov.u32 $0, 0; }"
-# Every thread of the program here (the one warpgroup) before it goes on, the two arrays'
+# Every thread of the program here (all of its warpgroups) before it goes on, the two arrays'
 # addresses passed on (so that their stores come after it); $4, unused, is a value of the
 # request, so that the barrier (pure asm, for Inductor's analysis) is not hoisted out of the
 # loop over requests.
@@ -344,27 +347,35 @@ PUBLISH_BOTH = "{ fence.proxy.async.shared::cta; bar.sync 0; mov.u32 $0, $3; mov
 QMAX = ("{ .reg .b32 x, m; shfl.sync.bfly.b32 x, $1, 1, 31, 0xffffffff; max.s32 m, $1, x; "
          "shfl.sync.bfly.b32 x, m, 2, 31, 0xffffffff; max.s32 $0, m, x; }")
 
-# What every written-out kernel starts with: thread i's lane position (t: its lane in the quad),
-# its two keys' slots in a page and their scale bytes' offsets (group t), and the folds seen.
-THREAD_LINES = [
-    "thread = tl.arange(0, 128)",
-    "zero = tl.zeros([128], tl.int32)",
-    "t = thread % 4",
-    "odd = (t & 1) != 0",
-    "second = (t & 2) != 0",
-    "tok_lo = 16 * (thread // 32) + thread % 32 // 4",
-    "tok_hi = tok_lo + 8",
-    "scale_lo = 4096 + t * 64 + (tok_lo % 16) * 4 + tok_lo // 16",
-    "scale_hi = 4096 + t * 64 + (tok_hi % 16) * 4 + tok_hi // 16",
-    "fewest = zero + 3",
-]
+def thread_lines(groups: int = 1) -> list[str]:
+    """What every written-out kernel starts with: thread i's lane position in its warpgroup (t: its
+    lane in the quad), its two keys' slots in a page and their scale bytes' offsets (group t), and
+    the folds seen. With ``groups`` warpgroups (128 * groups threads), ``group``: the thread's."""
+    lane = "thread" if groups == 1 else "lane"
+    lines = [f"thread = tl.arange(0, {128 * groups})", f"zero = tl.zeros([{128 * groups}], tl.int32)"]
+    if groups > 1:
+        lines += ["lane = thread % 128", "group = thread // 128"]
+    return lines + [
+        "t = thread % 4",
+        "odd = (t & 1) != 0",
+        "second = (t & 2) != 0",
+        f"tok_lo = 16 * ({lane} // 32) + {lane} % 32 // 4",
+        "tok_hi = tok_lo + 8",
+        "scale_lo = 4096 + t * 64 + (tok_lo % 16) * 4 + tok_lo // 16",
+        "scale_hi = 4096 + t * 64 + (tok_hi % 16) * 4 + tok_hi // 16",
+        "fewest = zero + 3",
+    ]
+
+
+# The prototype's (benchmarks/wgmma_scorer.py): one warpgroup.
+THREAD_LINES = thread_lines()
 
 # The package's block-table row: a page id is 32 bits, zero-extended (score_tiles.tile_page_ids).
 PACKAGE_PAGE = "tl.load(bt_row + tl.minimum({index}, last) * block_table_page_stride).to(tl.uint32).to(tl.int64)"
 # The package's hot pass (the launcher's ``wgmma`` tuning): at 2 rows the tile's dot in two halves
 # of the query rows, one after the other (at 4 rows, below), with the folded head weights in
-# shared memory (half the accumulators live: 4 and 3 programs per SM at 2 and 4 rows,
-# score.WGMMA_REGISTERS), and the query prologue in 16-byte loads (``VECTOR_QUERY``). Of the four
+# shared memory (half the accumulators live), and the query prologue in 16-byte loads
+# (``VECTOR_QUERY``). Of the four
 # forms timed on an H100 (docs/benchmarks.md, stops 51 and 53: both halves in flight with the
 # weights in registers, or this; the prologue a word per thread, or this), the fastest at 2 and at
 # 4 rows: at next_n=4 169-170 us against 180-181 with the word prologue, 182-183 with both halves
@@ -379,6 +390,17 @@ PACKAGE_PAGE = "tl.load(bt_row + tl.minimum({index}, last) * block_table_page_st
 # ``python -m fp4_inductor.kernels.wgmma_source --halves N --variant`` writes every block with N,
 # as a variant for benchmarks/score_ab.py.
 PACKAGE_HALVES = {2: 2, 4: 3}  # rows per block: tile_body's halves
+# Warpgroups per program. The package's pass runs one, under the launcher's register cap (128 and
+# 168 registers, 4 and 3 programs per SM at 2 and 4 rows: the speeds quoted above), a ``maxnreg``
+# launch option that Inductor's launches of a user kernel drop (they keep warps and stages), so
+# compiled models take the default hot pass there (docs/compile.md). ``--groups 4 --variant``
+# writes the pass as one program per SM of four warpgroups (16 warps; ``request_source``): each
+# scores every fourth page of the program's share, all read one query operand and one set of
+# folded weights in shared memory, built by all 512 threads, and 512 threads hold ptxas to 128
+# registers with no ``maxnreg``, so traced launches would run the same pass as eager ones (which
+# add only the exact pass's programmatic dependent launch; score.wgmma_warps, score.launch_plan).
+# Compiled for sm_90 only; not yet run on a GPU (docs/benchmarks.md, stops 60 and 61).
+PACKAGE_GROUPS = 1
 PACKAGE_SHARED_WEIGHTS = True
 DEPTH = 1  # keys loaded a step earlier than the step that builds their operand
 # The query prologue: each thread takes one group of a query column (its 4 payload words in one
@@ -389,7 +411,7 @@ DEPTH = 1  # keys loaded a step earlier than the step that builds their operand
 # request at 2 rows and about 5 at 4 rows, where a word per thread and step took about 12 and 24
 # (sm_90 SASS; docs/benchmarks.md, stop 52) and 6 % more time at next_n=4 (stop 53).
 VECTOR_QUERY = [
-    "unit = {step} * 128 + thread",
+    "unit = {step} * {threads} + thread",
     "col = unit // 4",
     "head = col % 64",
     "ok = col // 64 < rows_here",
@@ -408,16 +430,21 @@ def block(lines: list[str], spaces: int) -> str:
     return "\n".join(" " * spaces + line for line in lines)
 
 
-def query_prologue(n: int) -> list[str]:
+def query_prologue(n: int, groups: int = 1) -> list[str]:
     """The lines (unindented) that build a request's query operand of ``n`` columns and its folded
     head weights in shared memory (``queries``, ``weights_at``; ``stored`` sums the stores and
-    ``query_fold`` takes each group's fold): every step's loads first (``VECTOR_QUERY``, names
-    suffixed by step), then each step's column scale, fold, operand words and weight. Word s of
-    group t of column col goes to plane s, offset 4t. tests/test_wgmma.py runs the lines on
-    stand-ins for their loads and asm and checks every byte they write."""
-    steps = range(n // 32)
+    ``query_fold`` takes each group's fold), by the program's ``groups`` warpgroups: every step's
+    loads first (``VECTOR_QUERY``, a unit per thread, names suffixed by step), then each step's
+    column scale, fold, operand words and weight. Word s of group t of column col goes to plane s,
+    offset 4t. tests/test_wgmma.py runs the lines on stand-ins for their loads and asm and checks
+    every byte they write."""
+    threads = 128 * groups
+    if groups < 1 or (4 * n) % threads:
+        raise ValueError(f"groups: expected warpgroups whose threads divide the {4 * n} units of {n} columns, "
+                         f"got {groups}")
+    steps = range(4 * n // threads)
     loads = [re.sub(r"\b(unit|col|head|ok|r64|at|v[0-3]|qexp|weight)\b", rf"\g<1>_{q}", line).replace(
-        "{step}", str(q)) for q in steps for line in VECTOR_QUERY]
+        "{step}", str(q)).replace("{threads}", str(threads)) for q in steps for line in VECTOR_QUERY]
     use = [
         "qmax = tl.inline_asm_elementwise(QMAX, '=r,r', [qexp], dtype=tl.int32, is_pure=True, pack=1)",
         "shift = 3 - (qmax - qexp)",
@@ -443,24 +470,31 @@ def query_prologue(n: int) -> list[str]:
     return loads + uses
 
 
-def request_source(rows: int, halves: int | None = None) -> str:
+def request_source(rows: int, halves: int | None = None, groups: int = PACKAGE_GROUPS) -> str:
     """``wgmma_rows{rows}``: the hot pass (MODE 1) of one row block of one request over
-    pages [page_begin, page_end) at 64 heads (score_kernel.score_request's arguments): the query
-    operand and the folded head weights built into shared memory (queries that do not fold mark
-    the program), then the key loop, its dot as ``tile_body``'s ``halves`` (by default the
-    package's, ``PACKAGE_HALVES``). Returns ``fewest`` updated: below 0 where a key or the query
-    does not fold, as the package's hot pass."""
+    pages [page_begin, page_end) at 64 heads (score_kernel.score_request's arguments), by
+    ``groups`` warpgroups: the query operand and the folded head weights built into shared memory
+    by all of them (queries that do not fold mark the program), then the key loop, warpgroup g
+    scoring pages page_begin + g, + g + groups, ... (a page past page_end is read as its last page,
+    and its logits are not stored: their slots lie past every row's end), its dot as
+    ``tile_body``'s ``halves`` (by default the package's, ``PACKAGE_HALVES``). Returns ``fewest``
+    updated: below 0 where a key or the query does not fold, as the package's hot pass."""
     n = 64 * rows
     halves = PACKAGE_HALVES[rows] if halves is None else halves
-    query_block = block(query_prologue(n), 4)
+    query_block = block(query_prologue(n, groups), 4)
     rr = "tl.arange(0, ROWS)"
     rows_lines = [f"limit{r} = tl.where({r} < rows_here, tl.minimum(tl.sum(tl.where({rr} == {r}, row_ends, 0), "
                   f"axis=0), page_end * 64), 0)" for r in range(rows)]
     rows_lines += [f"out_row{r} = (first_row + {r}).to(tl.int64) * out_stride" for r in range(rows)]
     # The folded weights stay in shared memory (PACKAGE_SHARED_WEIGHTS): each thread's own pair.
     weights = ["weights_at = weights_at + 8 * t"]
-    prologue = tile_prologue(DEPTH, "page_begin", PACKAGE_PAGE)
-    body = tile_body(n, rows, DEPTH, halves, PACKAGE_SHARED_WEIGHTS, PACKAGE_PAGE)
+    first = "page_begin" if groups == 1 else "page_begin + group"
+    prologue = tile_prologue(DEPTH, first, PACKAGE_PAGE, groups)
+    body = tile_body(n, rows, DEPTH, halves, PACKAGE_SHARED_WEIGHTS, PACKAGE_PAGE, groups)
+    # Every warpgroup runs the loop's steps (the same count), so the program's barriers and each
+    # warpgroup's aligned wgmmas see uniform control flow.
+    loop = (["for T in range(page_begin, page_end):"] if groups == 1 else
+            [f"for T0 in range(page_begin, page_end, {groups}):", "T = T0 + group"])
 
     return f'''
 
@@ -469,7 +503,7 @@ def wgmma_rows{rows}(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_ptr
                 weights_stride, weights_head_stride, bt_row, block_table_page_stride, first_row, rows_here,
                 row_ends, page_begin, page_end):
     ROWS: tl.constexpr = {rows}
-{block(THREAD_LINES, 4)}
+{block(thread_lines(groups), 4)}
     query_fold = zero + 3
     # The arrays are the program's for every request it scores: every thread past the last
     # request's tiles (whose epilogue reads the weights) before they are written again.
@@ -486,22 +520,25 @@ def wgmma_rows{rows}(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_ptr
 {block(weights + rows_lines, 4)}
     last = page_end - 1
 {block(prologue, 4)}
-    for T in range(page_begin, page_end):
-{block(body, 8)}
+{block(loop[:1], 4)}
+{block(loop[1:] + body, 8)}
     keys = tl.min(fewest, axis=0)
     return tl.minimum(fewest_in, tl.where(tl.min(query_fold, axis=0) < 0, -1, keys))
 '''
 
 
-def module_source(halves: int | None = None) -> str:
-    """``score_wgmma.py``: the asm strings, the hot pass per block of 2 or 4 rows (the tile's dot
-    as ``tile_body``'s ``halves`` for every block; by default the package's per block,
-    ``PACKAGE_HALVES``), and ``wgmma_request``, which picks one."""
+def module_source(halves: int | None = None, groups: int = PACKAGE_GROUPS) -> str:
+    """``score_wgmma.py``: the launch's ``WARPS``, the asm strings, the hot pass per block of 2 or
+    4 rows (the tile's dot as ``tile_body``'s ``halves`` for every block; by default the package's
+    per block, ``PACKAGE_HALVES``; ``groups`` warpgroups per program, by default the package's
+    ``PACKAGE_GROUPS``), and ``wgmma_request``, which picks one."""
     head = ('"""Written by ``python -m fp4_inductor.kernels.wgmma_source`` (wgmma_source.py says what it\n'
             'is): do not edit; tests/test_wgmma.py checks that it is what the generator writes."""\n\n'
             "import triton\nimport triton.language as tl\n\nfrom .score_math import power_of_two\n\n")
+    head += "# The launch's warps (score.launch_plan); each function below takes them all.\n"
+    head += f"WARPS = tl.constexpr({4 * groups})\n"
     head += "".join(f"{k} = tl.constexpr({v!r})\n" for k, v in constants((64, 128, 256)).items())
-    functions = "".join(request_source(rows, halves) for rows in (2, 4))
+    functions = "".join(request_source(rows, halves, groups) for rows in (2, 4))
     arguments = ("\n            fewest, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, "
                  "weights_ptr,\n            weights_stride, weights_head_stride, bt_row, block_table_page_stride, "
                  "first_row, rows_here,\n            row_ends, page_begin, page_end")
@@ -523,18 +560,30 @@ def wgmma_request(fewest, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cach
     return head + functions + dispatch
 
 
-def variant_sources(halves: int) -> dict[str, str]:
-    """The hot pass written with ``halves`` as a variant of the kernels package, by module name:
-    ``score_wgmma_h{halves}`` and ``kernel_h{halves}`` (score_kernel.py importing it), which
-    benchmarks/score_ab.py and score_variants.py load from a file."""
+def variant_name(halves: int | None = None, groups: int = PACKAGE_GROUPS) -> str:
+    """The suffix of a variant's modules: ``h{halves}`` where ``halves`` is given, ``g{groups}``
+    where ``groups`` is not the package's (``h3``, ``g4``, ``h2_g4``)."""
+    parts = ([] if halves is None else [f"h{halves}"]) + ([] if groups == PACKAGE_GROUPS else [f"g{groups}"])
+    if not parts:
+        raise ValueError(f"variant: expected halves or groups other than the package's {PACKAGE_GROUPS}, "
+                         f"got halves={halves}, groups={groups}")
+    return "_".join(parts)
+
+
+def variant_sources(halves: int | None = None, groups: int = PACKAGE_GROUPS) -> dict[str, str]:
+    """The hot pass written with ``halves`` (every block; None: the package's per block) and
+    ``groups`` warpgroups per program as a variant of the kernels package, by module name:
+    ``score_wgmma_{name}`` and ``kernel_{name}`` (score_kernel.py importing it; ``variant_name``),
+    which benchmarks/score_ab.py and score_variants.py load from a file."""
     import os
 
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "score_kernel.py")) as f:
         kernel = f.read()
-    line = "from .score_wgmma import wgmma_request"
-    assert line in kernel, "score_kernel.py imports wgmma_request from score_wgmma"
-    name = f"score_wgmma_h{halves}"
-    return {name: module_source(halves), f"kernel_h{halves}": kernel.replace(line, f"from .{name} import wgmma_request")}
+    line = "from .score_wgmma import "
+    assert line in kernel, "score_kernel.py imports from score_wgmma"
+    suffix = variant_name(halves, groups)
+    name = f"score_wgmma_{suffix}"
+    return {name: module_source(halves, groups), f"kernel_{suffix}": kernel.replace(line, f"from .{name} import ")}
 
 
 if __name__ == "__main__":
@@ -545,14 +594,17 @@ if __name__ == "__main__":
     parser.add_argument("--halves", type=int, default=None, choices=(0, 1, 2, 3),
                         help="the tile's dot (tile_body's halves) at every block (default: the package's, "
                              f"by rows per block {PACKAGE_HALVES})")
+    parser.add_argument("--groups", type=int, default=PACKAGE_GROUPS, choices=(1, 4),
+                        help=f"warpgroups per program (default: the package's, {PACKAGE_GROUPS})")
     parser.add_argument("--variant", action="store_true",
-                        help="write score_wgmma_h{HALVES}.py and kernel_h{HALVES}.py (score_kernel.py on it) "
-                             "instead, a variant for benchmarks/score_ab.py")
+                        help="write score_wgmma_{NAME}.py and kernel_{NAME}.py (score_kernel.py on it) instead, a "
+                             "variant for benchmarks/score_ab.py; NAME: h{HALVES}, g{GROUPS} or both (h2_g4)")
     args = parser.parse_args()
     here = os.path.dirname(os.path.abspath(__file__))
-    if args.variant and args.halves is None:
-        parser.error("--variant: expected --halves")
-    written = variant_sources(args.halves) if args.variant else {"score_wgmma": module_source(args.halves)}
+    if args.variant and args.halves is None and args.groups == PACKAGE_GROUPS:
+        parser.error(f"--variant: expected --halves, or --groups other than {PACKAGE_GROUPS}")
+    written = (variant_sources(args.halves, args.groups) if args.variant
+               else {"score_wgmma": module_source(args.halves, args.groups)})
     for name, source in written.items():
         with open(os.path.join(here, f"{name}.py"), "w") as f:
             f.write(source)
