@@ -25,7 +25,8 @@
 # prototype (same halves and weights) under ncu at next_n=4 and 2, then ncu's source-level sampling
 # of the package's at next_n=4 ($OUT/wgprobe_source.csv.gz: stalls per SASS line, summed by part
 # with benchmarks/ncu_source_summary.py; about 400 s cold); `traced` the wgmma hot pass under
-# torch.compile (`traced_wgmma.py`: eager against compiled, bits and time; about 100 s);
+# torch.compile (`traced_wgmma.py`: eager against compiled and the opaque op, bits and time;
+# about 100 s);
 # `occupancy` the wgmma hot pass at lower register caps, for more programs per SM (CAPS="C2,C4",
 # the caps at 2 and 4 rows, default 96,128: 5 and 4 programs per SM where the launcher's 128 and 168
 # plan 4 and 3; a copy of kernels/score.py with those caps, against the package's, `score_ab.py`,
@@ -34,7 +35,13 @@
 # block's dot in two halves, one after the other, and with one dot per query row, two in flight
 # (`wgmma_source.py --halves 2|3 --variant`, written here and removed after), against the
 # package's (halves 2 at 2 rows, 3 at 4 rows), bit for bit and timed (`score_ab.py`; SHAPES sets
-# the shapes; about 150 s on a cold Triton cache).
+# the shapes; about 150 s on a cold Triton cache); `groups` the wgmma hot pass as four warpgroups per
+# program (`wgmma_source.py --groups 4 --variant`, written here and removed after): its GPU tests
+# (`test_wgmma.py -k "four_warpgroups or logits_match_float64"`; TEST_S=0 skips them), then against
+# the package's pass, bit for bit and timed (`score_ab.py`: `wgmma=1` and the default of each; the
+# default's 2-row shapes take the default hot pass, so "DIFFERS" is expected there alone), then
+# under torch.compile (`traced_wgmma.py --kernel`: eager, compiled and the opaque op on it; SHAPES
+# sets the shapes; about 450 s on a cold Triton cache).
 # Logs go to $OUT.
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp}
@@ -134,6 +141,26 @@ rowdots)
   rm -f $K/kernel_h2.py $K/score_wgmma_h2.py $K/kernel_h3.py $K/score_wgmma_h3.py
   grep -h "DIFFERS" "$OUT/rowdots.log"
   grep -h "^| [0-9]" "$OUT/rowdots.log" | awk '!seen[$0]++'
+  ;;
+groups)
+  python3 -m fp4_inductor.kernels.wgmma_source --groups 4 --variant || exit 1
+  K=fp4_inductor/kernels
+  if [ "${TEST_S:-200}" != 0 ]; then
+    timeout "${TEST_S:-200}" python3 -m pytest -q -p no:cacheprovider -rfE tests/test_wgmma.py -m gpu \
+      -k "four_warpgroups or logits_match_float64" > "$OUT/groups_tests.log" 2>&1
+    [ $? = 124 ] && echo "CUT OFF after ${TEST_S:-200} s: the four-warpgroup GPU tests did not finish"
+    tail -2 "$OUT/groups_tests.log"; grep -E "^(FAILED|ERROR)" "$OUT/groups_tests.log" | head
+  fi
+  (cd benchmarks && PYTHONPATH=$PWD/..:$PWD timeout "${AB_S:-240}" python3 score_ab.py \
+    --shapes ${SHAPES:-64x32768x4,64x32768x3,64x32768x2,16x131072x2} --rounds 2 \
+    shipped:wgmma=1 ../$K/kernel_g4.py:wgmma=1 shipped ../$K/kernel_g4.py > "$OUT/groups_ab.log" 2>&1 \
+    || echo "score_ab: rc $?")
+  timeout "${TR_S:-150}" python3 benchmarks/traced_wgmma.py --kernel $K/kernel_g4.py > "$OUT/groups_traced.log" 2>&1 \
+    || echo "traced_wgmma: rc $?"
+  rm -f $K/kernel_g4.py $K/score_wgmma_g4.py
+  grep -h "DIFFERS" "$OUT/groups_ab.log"
+  grep "^|" "$OUT/groups_traced.log"
+  grep -h "^| [0-9]" "$OUT/groups_ab.log" | awk '!seen[$0]++'
   ;;
 cuts)
   python3 benchmarks/cut_parts.py /tmp/cuts > /dev/null || exit 1

@@ -1,15 +1,24 @@
 """The wgmma hot pass under torch.compile: ``fp4.score_paged`` at 64 x 32768, next_n=4, 64 heads,
-eager (the wgmma pass by default) against compiled (Inductor's generated code; the default hot
-pass), then compiled through the opt-in opaque op ``fp4::score_paged_eager_out`` (eager's plan, an extern
-call), then compiled with the wgmma pass traced. Inductor's launches of a user kernel drop the
-``maxnreg`` launch option, so the traced pass runs without its register cap: here on the capped
-plan's programs per SM and on two. Each compiled form's logits against eager's, bit for bit; GPU
-time of CUDA-graph replays. Inductor's caches are off, so that each form is traced again.
+eager (the wgmma pass by default on sm_90) against compiled (Inductor's generated code: the
+package's one-warpgroup pass needs a ``maxnreg`` that traced launches drop, so there the default
+hot pass runs; a kernel of four warpgroups per program needs none, so its traced launches are
+eager's), then compiled through the opt-in opaque op ``fp4::score_paged_eager_out`` (an extern call
+of the eager launcher). Each compiled form's logits against eager's, bit for bit; GPU time of
+CUDA-graph replays. Inductor's caches are off, so that each form is traced again.
 
-python benchmarks/traced_wgmma.py   (results: docs/benchmarks.md, stops 54, 55 and 56)
+python benchmarks/traced_wgmma.py [--kernel FILE]   (results: docs/benchmarks.md, stops 54-56; those
+calls also timed the package's pass traced without its cap, at two and three programs per SM,
+which this script no longer does)
+
+``--kernel``: every launch of the scorer (eager, traced, opaque) takes that copy of
+kernels/score_kernel.py, e.g. ``kernel_g4.py`` from ``python -m fp4_inductor.kernels.wgmma_source
+--groups 4 --variant`` (kept in fp4_inductor/kernels/).
 """
 
-import inspect
+import argparse
+import functools
+import importlib.util
+import os
 
 import torch
 import torch._functorch.config as functorch_config
@@ -20,21 +29,22 @@ from fp4_inductor.bench import build_scoring_case, device_us
 from fp4_inductor.kernels import score
 
 
-class _CapOnlyInThePlan(dict):
-    """``WGMMA_REGISTERS`` for one traced launch: the launcher looks a cap up twice per launch,
-    first for the plan's programs per SM, then for the ``maxnreg`` it passes; the second look-up
-    answers 0 (no cap), as Inductor's generated code would launch it anyway."""
-
-    def __init__(self, per_sm: int):
-        super().__init__({128: 128, 256: 65536 // (128 * per_sm)})
-        self.calls = 0
-
-    def __getitem__(self, columns):
-        self.calls += 1
-        return super().__getitem__(columns) if self.calls % 2 else 0
+def use_kernel(path: str) -> None:
+    """Every later ``launch_score_paged`` (the ops import it at each call) takes the kernel of
+    ``path``, a copy of score_kernel.py imported inside the kernels package."""
+    name = "fp4_inductor.kernels." + os.path.splitext(os.path.basename(path))[0]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    score.launch_score_paged = functools.partial(score.launch_score_paged, kernel=module.score_paged_kernel)
 
 
 def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--kernel", help="a copy of kernels/score_kernel.py for every launch of the scorer")
+    args = parser.parse_args()
+    if args.kernel:
+        use_kernel(args.kernel)
     inductor_config.fx_graph_cache = False
     functorch_config.enable_autograd_cache = False
     case = build_scoring_case(64, 32768, 4, 64, "cuda")
@@ -57,7 +67,7 @@ def main():
         worst = ((got - eager).abs()[valid].max() / eager.abs()[valid].max()).item()
         rows.append((name, device_us(lambda: compiled(*inputs)), "equal" if same else f"differ ({worst:.1e})"))
 
-    compiled_row("compiled default (default hot pass)")
+    compiled_row("compiled default (traced launches)")
     width = case["block_table"].shape[1] * 64
 
     def opaque_scores(payload, scales, cache, weights, block_table, query_starts, row_ends):
@@ -66,27 +76,7 @@ def main():
                                             row_ends, 4)
         return out
 
-    compiled_row("compiled, opaque `score_paged_eager_out` (eager's plan)", opaque_scores)
-    cap, default = score.WGMMA_REGISTERS, score.wgmma_default
-
-    def traced_default(word_fed, gpu, asm, heads, device, q_payload, kernel, max_query_len, out):
-        """``wgmma_default`` without its "not while tracing" condition."""
-        try:
-            score.check_wgmma(word_fed, gpu, asm, heads, device, q_payload, kernel)
-        except ValueError:
-            return False
-        return max_query_len >= score.WGMMA_MIN_ROWS
-
-    assert inspect.signature(traced_default).parameters.keys() == inspect.signature(default).parameters.keys()
-    score.wgmma_default = traced_default
-    try:
-        for per_sm in (65536 // (128 * cap[256]), 2):
-            score.WGMMA_REGISTERS = looked_up = _CapOnlyInThePlan(per_sm)
-            compiled_row(f"compiled, wgmma pass traced, no cap, {per_sm} programs per SM")
-            # Each traced launch looked the cap up twice (plan, then cap): else the answers mixed.
-            assert looked_up.calls and looked_up.calls % 2 == 0, looked_up.calls
-    finally:
-        score.WGMMA_REGISTERS, score.wgmma_default = cap, default
+    compiled_row("compiled, opaque `score_paged_eager_out` (eager's launcher)", opaque_scores)
     print("| 64 x 32768, next_n=4 | us | bits against eager |\n| --- | --- | --- |")
     for name, us, bits in rows:
         print(f"| {name} | {us:.1f} | {bits} |")
