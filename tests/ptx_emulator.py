@@ -1,7 +1,8 @@
 """A small PTX emulator for the kernels' inline asm, run on the CPU: one thread block whose threads
 execute each instruction in lockstep (numpy arrays, an element per thread), shared memory as
 32-bit words, ``shfl.sync.down`` within warps of 32. tests/test_prmt.py runs the scorer's operand
-builder through it, tests/test_topk_asm.py select_topk's shared-memory search steps."""
+builder through it, tests/test_topk_asm.py select_topk's shared-memory search steps, and
+tests/wgmma_emulator.py the wgmma pass's builder and code tables."""
 
 import re
 

@@ -4,11 +4,15 @@ checked-in kernel is what its generator writes; compiled for sm_90 on any machin
 serialized by ptxas, the tile loop's dots run as written (at 2 rows two half dots one after the
 other, at 4 one dot per query row, two in flight) and the register caps hold with no spill in the
 tile loop (a few stack words in the query prologue), and so for the dot each size does not take,
-written out as a variant; the query prologue writes the operand and folded weights it should (run on
-numpy); the launcher refuses what it cannot run, and takes the pass by default where its conditions
-hold; on an sm_90 GPU, its logits match float64 on ragged, permuted batches, with keys and queries
-that do not fold (the exact pass after it), nothing is written outside the valid region, and the
-public op takes it from 3 rows per request."""
+written out as a variant, and for the pass as four warpgroups per program (``--groups 4``: 16
+warps, 128 registers with no cap); the query prologue writes the operand and folded weights it
+should (run on numpy, by one warpgroup and by four); the whole pass run on numpy
+(``wgmma_emulator``) matches float64 at one warpgroup and at four, the two bit for bit, and marks
+what does not fold; the launcher refuses what it cannot run, plans each kernel's pass, and takes
+the pass by default where its conditions hold; on an sm_90 GPU, its logits match float64 on
+ragged, permuted batches, with keys and queries that do not fold (the exact pass after it),
+nothing is written outside the valid region, the public op takes it from 3 rows per request, and
+the four-warpgroup pass equals the package's bit for bit, compiled too."""
 
 import json
 import os
@@ -742,6 +746,70 @@ def test_four_warpgroups_per_program_compile_to_eager_bits(gen, four_groups, mod
         assert torch.equal(got[valid], scores(payload, scales, *layout)[valid])
     if mode == "reduce-overhead":
         assert counters["inductor"]["cudagraph_skips"] == 0, dict(counters["inductor"])
+
+
+def _emulated_case(gen, rows):
+    """A CPU case for ``wgmma_emulator``: requests of ``rows`` and fewer rows over permuted merged
+    pages, keys and queries that fold; with the float64 logits and their magnitudes."""
+    case = scoring_case(gen, "cpu", heads=64, query_lens=[rows, rows - 1 or 1, 1], seq_lens=[700, 1000, 90])
+    query = fp4.quantize_queries(case["q"])
+    args = (query, case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"])
+    return case, query, float64_scores(*args).numpy(), float64_scores(*args, magnitude=True).numpy()
+
+
+@pytest.mark.parametrize("rows", [2, 4])
+def test_the_pass_run_on_numpy_matches_float64(gen, rows):
+    """The written-out pass (``wgmma_rows{rows}``) run on numpy (``wgmma_emulator``: its Triton
+    lines on arrays, its asm by stand-ins that follow the PTX, wgmma by its fragment layouts), at
+    one warpgroup per program (the package's) and at four (``--groups 4``), on a request's first
+    row block over shares of its pages that start at every offset of the warpgroups' turn (one
+    page, a few, all of them): every logit of the share's valid region within 1e-5 of float64,
+    nothing written outside it, the fold returned; and the two forms' logits equal bit for bit."""
+    from wgmma_emulator import run_pass
+
+    case, query, want, scale = _emulated_case(gen, rows)
+    starts, ends = case["query_starts"].tolist(), case["row_ends"].tolist()
+    width = case["block_table"].shape[1] * 64
+    for request, page_begin, page_end in ((0, 0, 11), (1, 1, 15), (1, 3, 16), (1, 5, 6), (1, 2, 9), (2, 0, 2)):
+        got = [run_pass(case, query, rows, groups, request, page_begin, page_end) for groups in (1, 4)]
+        for out, fold in got:
+            assert fold >= 0  # every key and query folds here
+            written = np.zeros(out.shape, dtype=bool)
+            for row in range(starts[request], min(starts[request + 1], starts[request] + rows)):
+                written[row, page_begin * 64: min(ends[row], page_end * 64, width)] = True
+            assert written.sum() > 0 and np.isnan(out[~written]).all() and not np.isnan(out[written]).any()
+            assert (np.abs(out[written] - want[written]) / scale[written]).max() < 1e-5
+        assert np.array_equal(got[0][0], got[1][0], equal_nan=True), (request, page_begin, page_end)
+
+
+@pytest.mark.parametrize("groups", [1, 4])
+def test_the_pass_run_on_numpy_marks_what_does_not_fold(gen, groups):
+    """On numpy as above: a share holding a key whose group scales do not fold, or a block whose
+    query does not, returns a fold below 0 (the launch's flag, for the exact pass); a share
+    without either returns 0 or more."""
+    from wgmma_emulator import run_pass
+
+    case, query, _, _ = _emulated_case(gen, 4)
+    page = int(case["block_table"][1, 6])
+    fp4.store_keys(random_keys(1, gen, group_spread=9), case["cache"], torch.tensor([page * 64 + 17]))
+    assert run_pass(case, query, 4, groups, 1, 5, 8)[1] < 0 and run_pass(case, query, 4, groups, 1, 0, 6)[1] >= 0
+    q = case["q"].clone()
+    q[4, 9, :32] *= 2.0**10  # the second request's first row, one head
+    assert run_pass(case, fp4.quantize_queries(q), 4, groups, 1, 0, 6)[1] < 0
+
+
+def test_the_pass_run_on_numpy_can_fail(gen):
+    """The check is not blind: with the query operand's second K half written 64 bytes off (the
+    prologue's layout broken), the logits run on numpy no longer match float64."""
+    from wgmma_emulator import run_pass
+
+    case, query, want, scale = _emulated_case(gen, 4)
+    source = wgmma_source.module_source(None, 4)
+    broken = source.replace("[q_at + 128, p1]", "[q_at + 64, p1]")
+    assert broken != source
+    out, _ = run_pass(case, query, 4, 4, 1, 0, 16, source=broken)
+    written = ~np.isnan(out)
+    assert written.any() and (np.abs(out[written] - want[written]) / scale[written]).max() > 1e-2
 
 
 class _Lanes(np.ndarray):
