@@ -35,13 +35,14 @@
 # block's dot in two halves, one after the other, and with one dot per query row, two in flight
 # (`wgmma_source.py --halves 2|3 --variant`, written here and removed after), against the
 # package's (halves 2 at 2 rows, 3 at 4 rows), bit for bit and timed (`score_ab.py`; SHAPES sets
-# the shapes; about 150 s on a cold Triton cache); `groups` the wgmma hot pass as four warpgroups per
-# program (`wgmma_source.py --groups 4 --variant`, written here and removed after): its GPU tests
-# (`test_wgmma.py -k "four_warpgroups or logits_match_float64"`; TEST_S=0 skips them), then against
-# the package's pass, bit for bit and timed (`score_ab.py`: `wgmma=1` and the default of each; the
-# default's 2-row shapes take the default hot pass, so "DIFFERS" is expected there alone), then
-# under torch.compile (`traced_wgmma.py --kernel`: eager, compiled and the opaque op on it; SHAPES
-# sets the shapes; about 450 s on a cold Triton cache).
+# the shapes; about 150 s on a cold Triton cache); `groups` the wgmma hot pass at the warpgroups per
+# program the package does not take (4 while it takes 1, and 1 while 4: `wgmma_source.py --groups
+# N --variant`, written here and removed after): the GPU tests of both (`test_wgmma.py -k
+# "four_warpgroups or logits_match_float64"`; TEST_S=0 skips them), then the variant against the
+# package's pass, bit for bit and timed (`score_ab.py`: `wgmma=1` and the default of each; the
+# default's 2-row shapes take the default hot pass, so "DIFFERS" is expected there alone), then the
+# four-warpgroup pass under torch.compile (`traced_wgmma.py`: eager, compiled and the opaque op on
+# it; SHAPES sets the shapes; about 450 s on a cold Triton cache).
 # Logs go to $OUT.
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp}
@@ -143,8 +144,10 @@ rowdots)
   grep -h "^| [0-9]" "$OUT/rowdots.log" | awk '!seen[$0]++'
   ;;
 groups)
-  python3 -m fp4_inductor.kernels.wgmma_source --groups 4 --variant || exit 1
+  other=$(python3 -c "from fp4_inductor.kernels.wgmma_source import PACKAGE_GROUPS as g; print({1: 4, 4: 1}[g])")
+  python3 -m fp4_inductor.kernels.wgmma_source --groups $other --variant || exit 1
   K=fp4_inductor/kernels
+  variant=$K/kernel_g$other.py
   if [ "${TEST_S:-200}" != 0 ]; then
     timeout "${TEST_S:-200}" python3 -m pytest -q -p no:cacheprovider -rfE tests/test_wgmma.py -m gpu \
       -k "four_warpgroups or logits_match_float64" > "$OUT/groups_tests.log" 2>&1
@@ -153,11 +156,12 @@ groups)
   fi
   (cd benchmarks && PYTHONPATH=$PWD/..:$PWD timeout "${AB_S:-240}" python3 score_ab.py \
     --shapes ${SHAPES:-64x32768x4,64x32768x3,64x32768x2,16x131072x2} --rounds 2 \
-    shipped:wgmma=1 ../$K/kernel_g4.py:wgmma=1 shipped ../$K/kernel_g4.py > "$OUT/groups_ab.log" 2>&1 \
+    shipped:wgmma=1 ../$variant:wgmma=1 shipped ../$variant > "$OUT/groups_ab.log" 2>&1 \
     || echo "score_ab: rc $?")
-  timeout "${TR_S:-150}" python3 benchmarks/traced_wgmma.py --kernel $K/kernel_g4.py > "$OUT/groups_traced.log" 2>&1 \
+  traced=""; [ "$other" = 4 ] && traced="--kernel $variant"  # the four-warpgroup pass, compiled
+  timeout "${TR_S:-150}" python3 benchmarks/traced_wgmma.py $traced > "$OUT/groups_traced.log" 2>&1 \
     || echo "traced_wgmma: rc $?"
-  rm -f $K/kernel_g4.py $K/score_wgmma_g4.py
+  rm -f $variant $K/score_wgmma_g$other.py
   grep -h "DIFFERS" "$OUT/groups_ab.log"
   grep "^|" "$OUT/groups_traced.log"
   grep -h "^| [0-9]" "$OUT/groups_ab.log" | awk '!seen[$0]++'

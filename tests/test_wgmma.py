@@ -141,9 +141,12 @@ def test_the_query_prologue_refuses_warpgroups_that_do_not_fill_its_steps(n, gro
 
 
 def test_a_variant_names_what_it_changes():
-    assert [wgmma_source.variant_name(*args) for args in ((3,), (None, 4), (2, 4))] == ["h3", "g4", "h2_g4"]
-    with pytest.raises(ValueError, match="variant: expected halves or groups other than the package's 1, got "
-                                         "halves=None, groups=1"):
+    package = wgmma_source.PACKAGE_GROUPS
+    other = {1: 4, 4: 1}[package]
+    assert [wgmma_source.variant_name(*args) for args in ((3,), (None, other), (2, other), (2, package))] == [
+        "h3", f"g{other}", f"h2_g{other}", "h2"]
+    with pytest.raises(ValueError, match=f"variant: expected halves or groups other than the package's {package}, "
+                                         f"got halves=None, groups={package}"):
         wgmma_source.variant_sources()
 
 
@@ -165,15 +168,19 @@ def variant(halves, groups=wgmma_source.PACKAGE_GROUPS):
     return module
 
 out = {}
-# The package's hot pass at 2 and 4 rows, at each the dot of halves 2 and 3 that the package
-# does not take there, and the package's dots at four warpgroups per program (``--groups 4``),
-# each written out as a variant; each launched as the launcher plans it for that kernel.
+# The package's dots at 2 and 4 rows at one warpgroup per program and at four (``g1_``, ``g4_``:
+# the package's kernel at its PACKAGE_GROUPS, a variant at the other), and at each size the dot of
+# halves 2 and 3 that the package does not take there (``other``, a variant); each launched as the
+# launcher plans it for that kernel.
 package = wgmma_source.PACKAGE_HALVES
 other = {rows: ({2, 3} - {package[rows]}).pop() for rows in (2, 4)}
-for which, rows in (("", 2), ("", 4), ("other", 2), ("other", 4), ("g4_", 2), ("g4_", 4)):
+forms = [(f"g{groups}_", groups, rows) for groups in (1, 4) for rows in (2, 4)]
+for which, groups, rows in forms + [("other", wgmma_source.PACKAGE_GROUPS, rows) for rows in (2, 4)]:
     halves = other[rows] if which == "other" else package[rows]
-    scorer = (variant(halves).score_paged_kernel if which == "other" else variant(None, 4).score_paged_kernel
-              if which == "g4_" else score_kernel.score_paged_kernel)
+    if which == "other" or groups != wgmma_source.PACKAGE_GROUPS:
+        scorer = variant(halves if which == "other" else None, groups).score_paged_kernel
+    else:
+        scorer = score_kernel.score_paged_kernel
     warps = score.wgmma_warps(scorer)
     plan = score.launch_plan(True, rows * 64, {}, 1, warps)
     hot = score.launch_forms("fixup", True, True, plan[0], plan[1], plan[3], plan[4], plan[5], 1)[0]
@@ -183,6 +190,7 @@ for which, rows in (("", 2), ("", 4), ("other", 2), ("other", 4), ("g4_", 2), ("
     kernel = compile_scorer(scorer, rows, hot, maxnreg=cap)
     usage = dump_cubin(kernel.asm["cubin"], "resource-usage")
     out[which + str(rows)] = dict(plan=plan, hot=hot, cap=cap or 128, halves=halves, warps=kernel.metadata.num_warps,
+                                  package=scorer is score_kernel.score_paged_kernel,
                                   warnings=ptxas_verdict(kernel.asm["ptx"])[1],
                                   registers=int(usage.split("REG:")[1].split()[0]),
                                   stack=int(usage.split("STACK:")[1].split()[0]),
@@ -206,52 +214,55 @@ def dot_order(halves: int, rows: int) -> str:
     return ", ".join(["group", "group"] + ["wait 0x1", "group"] * (rows - 2) + ["wait 0x1", "wait 0x0"])
 
 
-def check_compiled(got: dict, rows: int, stack: int | None = None) -> None:
-    """``stack``: the most bytes of stack allowed (by default the one-warpgroup pass's)."""
+def check_compiled(got: dict, rows: int) -> None:
     halves = got["halves"]
-    assert got["warnings"] == [] and got["registers"] <= got["cap"]  # no wgmma serialized by ptxas
-    # A few words of stack in the query prologue (Triton 3.6: 8 bytes at 4 rows with the halves in
-    # turn, 16 with one dot per row, 16 at 2 rows; 3.7.1: 16 and 24, with PDL or without). One dot
-    # per row at 2 rows spills more of the prologue (128 bytes on Triton 3.6)...
-    assert got["stack"] <= (stack if stack is not None else 160 if (halves, rows) == (3, 2) else 24)
+    # No wgmma serialized by ptxas; within the cap (one warpgroup per program), or the 128
+    # registers that 512 threads leave each (four).
+    assert got["warnings"] == [] and got["registers"] <= got["cap"]
+    if got["warps"] == 4:
+        # A few words of stack in the query prologue (Triton 3.6: 8 bytes at 4 rows with the halves
+        # in turn, 16 with one dot per row, 16 at 2 rows; 3.7.1: 16 and 24, with PDL or without).
+        # One dot per row at 2 rows spills more of the prologue (128 bytes on Triton 3.6)...
+        assert got["stack"] <= (160 if (halves, rows) == (3, 2) else 24)
+    else:
+        # Four warpgroups: none at 2 rows with the halves in turn; elsewhere up to 136 bytes
+        # (the package's 4-row form: 128 on Triton 3.6, 136 on 3.7.1)...
+        assert got["stack"] <= (0 if (halves, rows) == (2, 2) else 160)
     # ... and none of it in the tile loop (a few hundred instructions per 64-key tile).
     instructions, spills = got["loop"]
     assert 300 < instructions < 700 and spills == 0, got["loop"]
     assert got["order"] == dot_order(halves, rows)
 
 
+@pytest.mark.parametrize("groups", [1, 4])
 @pytest.mark.parametrize("rows", [2, 4])
-def test_the_hot_pass_compiles_for_sm90(compiled, rows):
-    """The package's hot pass (at 2 rows the tile's dot in two halves, one after the other; at 4
-    one dot per query row, two in flight) under its register cap."""
-    got = compiled[str(rows)]
-    assert got["hot"]["WGMMA"] == 1 and got["hot"]["WARPS"] == 4 and got["hot"]["TILE_PAGES"] == 1
-    # The programs per SM the launcher plans are what the compiled registers (allocated in steps
-    # of 8) allow: a cap looser than the kernel needs would plan too few.
-    assert got["plan"][2] == 65536 // (128 * -(-got["registers"] // 8) * 8)
+def test_the_hot_pass_compiles_for_sm90(compiled, rows, groups):
+    """The package's dots (at 2 rows the tile's dot in two halves, one after the other; at 4 one
+    dot per query row, two in flight), at one warpgroup per program and at four (one of them the
+    package's, ``PACKAGE_GROUPS``; the other written out as a variant), as the launcher plans
+    each kernel (``wgmma_warps``): one warpgroup under its register cap, as many programs per SM
+    as its registers allow; four (16 warps) with no ``maxnreg``, as Inductor's launches compile
+    it too, one program per SM, the exact pass on four times the programs, the one-warpgroup
+    pass's setup units."""
+    got = compiled[f"g{groups}_{rows}"]
+    assert got["package"] == (groups == wgmma_source.PACKAGE_GROUPS)
+    assert got["hot"]["WGMMA"] == 1 and got["hot"]["TILE_PAGES"] == 1 and got["warps"] == got["hot"]["WARPS"]
+    if groups == 1:
+        assert got["hot"]["WARPS"] == 4 and got["plan"][4:] == [1, 6]
+        # The programs per SM the launcher plans are what the compiled registers (allocated in
+        # steps of 8) allow: a cap looser than the kernel needs would plan too few.
+        assert got["plan"][2] == 65536 // (128 * -(-got["registers"] // 8) * 8)
+    else:
+        assert got["hot"]["WARPS"] == 16 and got["plan"] == [1, 16, 1, False, 4, 6]
     check_compiled(got, rows)
 
 
 @pytest.mark.parametrize("rows", [2, 4])
 def test_the_other_dot_compiles_for_sm90(compiled, rows):
     """The dot the package does not take at ``rows`` (one dot per query row at 2 rows, slower there;
-    the halves in turn at 4, slower there), written out as a variant for ``score_ab.py``, under
-    the package's caps: no wgmma serialized, no spill in the tile loop, its dots as written."""
+    the halves in turn at 4, slower there), written out as a variant for ``score_ab.py``, as the
+    launcher plans it: no wgmma serialized, no spill in the tile loop, its dots as written."""
     check_compiled(compiled[f"other{rows}"], rows)
-
-
-@pytest.mark.parametrize("rows", [2, 4])
-def test_four_warpgroups_per_program_compile_for_sm90(compiled, rows):
-    """The package's dots written as four warpgroups per program (``wgmma_source --groups 4
-    --variant``), launched as the launcher plans that kernel (``wgmma_warps`` 16: one program per
-    SM, no ``maxnreg``, the exact pass on four times the programs, the one-warpgroup pass's setup
-    units): 512 threads hold ptxas to 128 registers with no cap (127-128 on Triton 3.6 and 3.7.1),
-    no wgmma serialized, no spill in the tile loop, its dots as written. The stack: none at 2 rows;
-    at 4 rows 128 bytes on Triton 3.6 and 136 on 3.7.1, outside the tile loop."""
-    got = compiled[f"g4_{rows}"]
-    assert got["warps"] == 16 and got["hot"]["WARPS"] == 16 and got["hot"]["WGMMA"] == 1
-    assert got["plan"] == [1, 16, 1, False, 4, 6]
-    check_compiled(got, rows, stack=0 if rows == 2 else 160)
 
 
 def test_the_launcher_refuses_what_it_cannot_run(gen):
@@ -313,9 +324,9 @@ def test_the_wgmma_conditions(monkeypatch):
 
 def test_the_wgmma_default(monkeypatch):
     """``wgmma_default``: the wgmma hot pass for a longest request of 3 rows or more where
-    ``check_wgmma``'s conditions hold, launched with real tensors; each missing condition keeps
-    the default hot pass (the device checks pass with stand-ins for the capability and the HIP
-    version)."""
+    ``check_wgmma``'s conditions hold, launched with real tensors (traced too where the package's
+    pass runs four warpgroups per program); each missing condition keeps the default hot pass (the
+    device checks pass with stand-ins for the capability and the HIP version)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
@@ -339,8 +350,10 @@ def test_the_wgmma_default(monkeypatch):
     old = type("OldKernel", (), {"arg_names": [n for n in kernel.arg_names if n != "WGMMA"]})()
     for change in (dict(max_query_len=2), dict(max_query_len=1), dict(max_query_len=ShapeEnv().create_unbacked_symint()),
                    dict(heads=32), dict(heads=128), dict(word_fed=False), dict(asm=False), dict(gpu=False),
-                   dict(q_payload=shifted), dict(kernel=old), dict(out=fake_out)):
+                   dict(q_payload=shifted), dict(kernel=old)):
         assert default(**change) is False, change
+    # Traced (fake tensors): only a pass that needs no register cap (four warpgroups per program).
+    assert default(out=fake_out) is (wgmma_source.PACKAGE_GROUPS == 4)
     monkeypatch.setattr(score, "capability_major", lambda device: 10)
     assert default() is False
     monkeypatch.setattr(score, "capability_major", lambda device: 9)
@@ -417,11 +430,16 @@ def test_the_launcher_takes_the_wgmma_default(gen, monkeypatch):
             True, False, True, 64, case["cache"].device, score.score_paged_kernel, 4)
         assert q_payload.data_ptr() == query[0].data_ptr() and given_out is out
         (hot_grid, hot_args, hot), (exact_grid, exact_args, exact) = launches
-        assert (hot["WGMMA"], hot["ROWS"], hot["TILE_PAGES"], hot["WARPS"], hot["maxnreg"]) == (1, 4, 1, 4, 168)
+        # The package's pass as its warpgroups per program plan it (4 "SMs" on the CPU): one, under
+        # its cap, three programs per SM; four, with no cap, one program per SM and the exact pass
+        # on four times the programs.
+        warps = 4 * wgmma_source.PACKAGE_GROUPS
+        cap, hot_programs, split = {4: (168, 65536 // (128 * 168) * 4, 1), 16: (None, 4, 4)}[warps]
+        assert (hot["WGMMA"], hot["ROWS"], hot["TILE_PAGES"], hot["WARPS"], hot.get("maxnreg")) == (1, 4, 1, warps, cap)
         # The exact pass on 2-row blocks (each hot block cut in two), twice the programs along axis 1.
-        assert (exact["MODE"], exact["WGMMA"], exact["ROWS"], exact["ROW_SPLIT"]) == (2, 0, 2, 2)
+        assert (exact["MODE"], exact["WGMMA"], exact["ROWS"], exact["ROW_SPLIT"], exact["SPLIT"]) == (2, 0, 2, 2, split)
         assert "maxnreg" not in exact and hot["ROW_SPLIT"] == 1
-        assert hot_grid == (65536 // (128 * 168) * 4, 1) and exact_grid == (hot_grid[0], 2)
+        assert hot_grid == (hot_programs, 1) and exact_grid == (hot_programs * split, 2)
         # One flag byte per hot program, shared by both launches: exact program (i, j) reads flag
         # (i // SPLIT) * (grid1 // ROW_SPLIT) + j // ROW_SPLIT, inside it.
         flags = hot_args[17]
@@ -432,14 +450,15 @@ def test_the_launcher_takes_the_wgmma_default(gen, monkeypatch):
             score.launch_score_paged(*args, asm=True, exact_rows=exact_rows)
             (hot_grid, _, hot), (exact_grid, _, exact) = launches
             assert (hot["ROWS"], hot["ROW_SPLIT"], exact["ROWS"], exact["ROW_SPLIT"]) == (4, 1, exact_rows, split)
-            assert exact_grid == (hot_grid[0], split * hot_grid[1])
+            assert exact_grid == (hot_grid[0] * exact["SPLIT"], split * hot_grid[1])
         old = type("OldKernel", (), {"arg_names": [n for n in score.score_paged_kernel.arg_names if n != "ROW_SPLIT"]})()
         launches.clear()
         with pytest.raises(ValueError, match="exact_rows: expected a kernel that takes ROW_SPLIT, got .*OldKernel"):
             score.launch_score_paged(*args, asm=True, exact_rows=2, kernel=old)
-        # Without the tuning a kernel copy without ROW_SPLIT launches, its exact pass on the hot pass's 4 rows.
+        # Without the tuning a kernel copy without ROW_SPLIT launches, its exact pass on the hot pass's 4 rows
+        # (a copy from before the pass said its warps: one warpgroup, three programs per SM).
         score.launch_score_paged(*args, asm=True, kernel=old)
-        assert [(grid, named["ROWS"]) for grid, _, named in launches] == [(hot_grid, 4), (hot_grid, 4)]
+        assert [(grid, named["ROWS"]) for grid, _, named in launches] == [((12, 1), 4), ((12, 1), 4)]
         assert all("ROW_SPLIT" not in named for _, _, named in launches)
         for tuning in (dict(wgmma=0), dict(tile_pages=2), dict(num_warps=8), dict(max_columns=128), dict(pairs=False),
                        dict(programs_per_sm=1), dict(maxnreg=255), dict(num_stages=2)):
@@ -451,39 +470,43 @@ def test_the_launcher_takes_the_wgmma_default(gen, monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def four_groups(tmp_path_factory):
-    """score_kernel.py on the wgmma pass of four warpgroups per program (``wgmma_source --groups 4
-    --variant``), imported as modules of the kernels package from a temporary folder: its
-    ``score_paged_kernel``."""
+def pass_kernels(tmp_path_factory):
+    """The scorer's kernel by warpgroups per program of its wgmma pass, 1 and 4: the package's at
+    ``PACKAGE_GROUPS``, and score_kernel.py on the pass written at the other (``wgmma_source
+    --groups N --variant``), imported as modules of the kernels package from a temporary folder."""
     import importlib.util
     import sys
 
-    folder = tmp_path_factory.mktemp("four_groups")
+    from fp4_inductor.kernels import score_kernel
+
+    other = {1: 4, 4: 1}[wgmma_source.PACKAGE_GROUPS]
+    folder = tmp_path_factory.mktemp("pass_kernels")
     names = []
-    for name, source in wgmma_source.variant_sources(None, 4).items():  # the pass's module first
+    for name, source in wgmma_source.variant_sources(None, other).items():  # the pass's module first
         path = folder / f"{name}.py"
         path.write_text(source)
         spec = importlib.util.spec_from_file_location(f"fp4_inductor.kernels.{name}", path)
         module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
         names.append(spec.name)
         spec.loader.exec_module(module)
-    yield module.score_paged_kernel
+    yield {wgmma_source.PACKAGE_GROUPS: score_kernel.score_paged_kernel, other: module.score_paged_kernel}
     for name in names:
         sys.modules.pop(name, None)
 
 
-def test_the_launcher_plans_four_warpgroups_per_program(gen, four_groups, monkeypatch):
+def test_the_launcher_plans_four_warpgroups_per_program(gen, pass_kernels, monkeypatch):
     """A kernel whose wgmma pass runs four warpgroups per program (``wgmma_warps`` 16): the launcher
     launches one program per SM of 16 warps with no ``maxnreg``, the one-warpgroup pass's setup
     units and schedule step, then the exact pass on four times its programs (2-row blocks); and
-    ``wgmma_default`` takes it while tracing too (fake tensors), where the package's one-warpgroup
-    pass, which needs its register cap, is taken with real tensors only. Launches recorded, not
-    run (the CPU has no wgmma; the device checks pass with stand-ins)."""
+    ``wgmma_default`` takes it while tracing too (fake tensors), where a one-warpgroup pass, which
+    needs its register cap, is taken with real tensors only. Launches recorded, not run (the CPU
+    has no wgmma; the device checks pass with stand-ins)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from fp4_inductor.kernels import score
 
-    assert score.wgmma_warps(four_groups) == 16 and score.wgmma_warps(score.score_paged_kernel) == 4
+    four_groups, one_group = pass_kernels[4], pass_kernels[1]
+    assert score.wgmma_warps(four_groups) == 16 and score.wgmma_warps(one_group) == 4
     old = type("OldKernel", (), {"arg_names": score.score_paged_kernel.arg_names})()
     assert score.wgmma_warps(old) == 4  # a copy from before the pass said its warps
     case = scoring_case(gen, "cpu", heads=64, query_lens=[4, 3], seq_lens=[300, 70])
@@ -500,14 +523,13 @@ def test_the_launcher_plans_four_warpgroups_per_program(gen, four_groups, monkey
         assert (exact["MODE"], exact["WGMMA"], exact["ROWS"], exact["ROW_SPLIT"], exact["SPLIT"]) == (2, 0, 2, 2, 4)
         assert hot_grid == (4, 1) and exact_grid == (16, 2)  # one program per SM (4 "SMs" on the CPU)
         launches.clear()
-        score.launch_score_paged(*args, asm=True)  # the package's: its cap, three programs per SM
+        score.launch_score_paged(*args, asm=True, kernel=one_group)  # its cap, three programs per SM
         (hot_grid, _, hot), (exact_grid, _, exact) = launches
         assert (hot["WARPS"], hot["maxnreg"], hot_grid, exact["SPLIT"], exact_grid) == (4, 168, (12, 1), 1, (12, 2))
         # A pass's warps are its kernel's, a page per tile: a tuning that says otherwise is refused.
         launches.clear()
         monkeypatch.setattr(score, "check_wgmma", lambda *given: None)  # the device's conditions, met
-        for kernel, warps, tuning in ((four_groups, 16, dict(num_warps=8)), (score.score_paged_kernel, 4,
-                                                                             dict(num_warps=16)),
+        for kernel, warps, tuning in ((four_groups, 16, dict(num_warps=8)), (one_group, 4, dict(num_warps=16)),
                                       (four_groups, 16, dict(tile_pages=2))):
             got = (tuning.get("tile_pages", 1), tuning.get("num_warps", warps))
             with pytest.raises(ValueError, match=re.escape(f"wgmma: the kernel's pass runs one page per tile on {warps} "
@@ -521,7 +543,7 @@ def test_the_launcher_plans_four_warpgroups_per_program(gen, four_groups, monkey
     payload = torch.zeros(3, 64, 64, dtype=torch.uint8)
     with FakeTensorMode():
         fake_out = torch.empty(3, 256, device="cuda")
-    for kernel, traced in ((four_groups, True), (score.score_paged_kernel, False)):
+    for kernel, traced in ((four_groups, True), (one_group, False)):
         given = (True, True, True, 64, "cuda:0", payload, kernel, 4)
         assert score.wgmma_default(*given, torch.empty(3, 256)) is True
         assert score.wgmma_default(*given, fake_out) is traced
@@ -599,16 +621,16 @@ def assert_matches_float64(out, query, case):
                                                   ([4, 3, 1], [2100, 4096, 700]),
                                                   ([8, 5, 1], [1200, 4096, 90])])
 @pytest.mark.parametrize("programs", [None, 1, 3, 7])
-def test_logits_match_float64_on_the_gpu(gen, four_groups, query_lens, seq_lens, programs):
+def test_logits_match_float64_on_the_gpu(gen, pass_kernels, query_lens, seq_lens, programs):
     """Ragged verify rows (blocks of 2 or 4 rows, some short; 8 rows in two blocks), permuted
     merged pages, keys whose group scales do not fold in a few pages (the exact pass rewrites
     them) and a query head that does not fold in the first request; on the launcher's programs
     (one tile or none each, here) and on 1, 3 and 7 (many tiles and requests per program, each
     request's arrays written again): every logit of the valid region within 1e-5 of float64, as
-    the default hot pass's, and nothing written outside it. The pass as four warpgroups per
-    program (``--groups 4``; shares that start and end at every page offset of the warpgroups'
-    turn) does each key's arithmetic as the package's one-warpgroup pass: its logits equal that
-    pass's bit for bit."""
+    the default hot pass's, and nothing written outside it. The pass at four warpgroups per
+    program (shares that start and end at every page offset of the warpgroups' turn) does each
+    key's arithmetic as at one: the two kernels' logits (``pass_kernels``: the package's and the
+    other) equal bit for bit."""
     from fp4_inductor.kernels.score import launch_score_paged
 
     case, q = unfolding_case(gen, query_lens, seq_lens)
@@ -621,8 +643,8 @@ def test_logits_match_float64_on_the_gpu(gen, four_groups, query_lens, seq_lens,
     other_rows = [{"wgmma": 1, "exact_rows": 1, **extra}] + ([{"wgmma": 1, "exact_rows": 4, **extra}]
                                                              if max(query_lens) > 2 else [])
     outs = []
-    for tuning in ({"wgmma": 1, **extra}, *other_rows, {"wgmma": 0, **extra}, {"wgmma": 1, "kernel": four_groups,
-                                                                                **extra}):
+    other = pass_kernels[{1: 4, 4: 1}[wgmma_source.PACKAGE_GROUPS]]
+    for tuning in ({"wgmma": 1, **extra}, *other_rows, {"wgmma": 0, **extra}, {"wgmma": 1, "kernel": other, **extra}):
         out = torch.full((q.shape[0], width), float("nan"), device="cuda")
         launch_score_paged(out, *args, **tuning)
         assert_matches_float64(out, query, case)
@@ -700,7 +722,7 @@ def test_the_opaque_scorer_takes_the_wgmma_pass_compiled(gen, mode):
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.version.hip is not None
                     or torch.cuda.get_device_capability()[0] != 9, reason="needs an sm_90 NVIDIA GPU")
 @pytest.mark.parametrize("mode", [None, "reduce-overhead"])
-def test_four_warpgroups_per_program_compile_to_eager_bits(gen, four_groups, mode, monkeypatch):
+def test_four_warpgroups_per_program_compile_to_eager_bits(gen, pass_kernels, mode, monkeypatch):
     """``torch.compile(fullgraph=True)`` of ``fp4.score_paged`` at 64 heads with 4-row requests,
     every launch on the kernel of four warpgroups per program: the traced launches are eager's
     plan (the wgmma pass on 4-row blocks at 16 warps with no ``maxnreg``, then the exact pass on
@@ -718,7 +740,8 @@ def test_four_warpgroups_per_program_compile_to_eager_bits(gen, four_groups, mod
 
     from fp4_inductor.kernels import score
 
-    monkeypatch.setattr(score, "launch_score_paged", functools.partial(score.launch_score_paged, kernel=four_groups))
+    monkeypatch.setattr(score, "launch_score_paged", functools.partial(score.launch_score_paged,
+                                                                       kernel=pass_kernels[4]))
     case, q = unfolding_case(gen, [4, 3, 1], [2100, 4096, 700])
     payload, scales = fp4.quantize_queries(q)
     weights = case["weights"].clone()
