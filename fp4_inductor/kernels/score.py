@@ -139,7 +139,10 @@ def launch_plan(word_fed: bool, columns: int, tuning: dict, wgmma: int = 0,
         # only blocks of 4 rows: ``wgmma_default``). Fewer or more programs per SM than planned:
         # slower (stop 51). A kernel whose pass runs four warpgroups per program (16 warps, the
         # ``--groups 4`` variant) runs one program per SM, needing no cap: 512 threads hold ptxas to
-        # 128 registers (not yet run on a GPU; docs/benchmarks.md, stop 61).
+        # 128 registers. H100, A/B (docs/benchmarks.md, stop 61), bit-identical: next_n=4
+        # 172.6-174.7 us against 162.1-163.3, next_n=3 172.2-172.4 against 159.0-159.4; next_n=2
+        # 101.9-102.7 against 108.7-109.1 (and 104.4-105.6 for the default hot pass); 16 x 131072
+        # 98.0-99.5 against 105.1-108.1 (103.1-104.6).
         if pass_warps == 4:
             plan = (1, 4, 65536 // (128 * WGMMA_REGISTERS[columns]), False)
         else:

@@ -399,7 +399,9 @@ PACKAGE_HALVES = {2: 2, 4: 3}  # rows per block: tile_body's halves
 # folded weights in shared memory, built by all 512 threads, and 512 threads hold ptxas to 128
 # registers with no ``maxnreg``, so traced launches would run the same pass as eager ones (which
 # add only the exact pass's programmatic dependent launch; score.wgmma_warps, score.launch_plan).
-# Compiled for sm_90 only; not yet run on a GPU (docs/benchmarks.md, stops 60 and 61).
+# H100 (docs/benchmarks.md, stop 61): bit-identical to one warpgroup, 7-8 % slower at 4 rows
+# (next_n=4 172.6-174.7 us against 162.1-163.3) and 5-9 % faster at 2 rows (next_n=2 101.9-102.7
+# against 108.7-109.1, and the default hot pass's 104.4-105.6); traced, eager's bits and time.
 PACKAGE_GROUPS = 1
 PACKAGE_SHARED_WEIGHTS = True
 DEPTH = 1  # keys loaded a step earlier than the step that builds their operand
