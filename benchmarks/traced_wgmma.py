@@ -16,9 +16,6 @@ kernels/score_kernel.py, e.g. ``kernel_g4.py`` from ``python -m fp4_inductor.ker
 """
 
 import argparse
-import functools
-import importlib.util
-import os
 
 import torch
 import torch._functorch.config as functorch_config
@@ -27,16 +24,7 @@ import torch._inductor.config as inductor_config
 import fp4_inductor as fp4
 from fp4_inductor.bench import build_scoring_case, device_us
 from fp4_inductor.kernels import score
-
-
-def use_kernel(path: str) -> None:
-    """Every later ``launch_score_paged`` (the ops import it at each call) takes the kernel of
-    ``path``, a copy of score_kernel.py imported inside the kernels package."""
-    name = "fp4_inductor.kernels." + os.path.splitext(os.path.basename(path))[0]
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    score.launch_score_paged = functools.partial(score.launch_score_paged, kernel=module.score_paged_kernel)
+from score_variants import load_variant
 
 
 def main():
@@ -44,7 +32,8 @@ def main():
     parser.add_argument("--kernel", help="a copy of kernels/score_kernel.py for every launch of the scorer")
     args = parser.parse_args()
     if args.kernel:
-        use_kernel(args.kernel)
+        # Every later launch (the ops import ``launch_score_paged`` at each call) on that kernel.
+        score.launch_score_paged = load_variant(args.kernel).launch_score_paged
     inductor_config.fx_graph_cache = False
     functorch_config.enable_autograd_cache = False
     case = build_scoring_case(64, 32768, 4, 64, "cuda")
