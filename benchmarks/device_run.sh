@@ -144,7 +144,7 @@ rowdots)
   grep -h "^| [0-9]" "$OUT/rowdots.log" | awk '!seen[$0]++'
   ;;
 groups)
-  other=$(python3 -c "from fp4_inductor.kernels.wgmma_source import PACKAGE_GROUPS as g; print({1: 4, 4: 1}[g])")
+  other=$(python3 -c "from fp4_inductor.kernels.wgmma_source import OTHER_GROUPS; print(OTHER_GROUPS)")
   python3 -m fp4_inductor.kernels.wgmma_source --groups $other --variant || exit 1
   K=fp4_inductor/kernels
   variant=$K/kernel_g$other.py

@@ -182,6 +182,26 @@ def recorded_scorer_launches(run: bool = False):
         score.wrapped = original
 
 
+def import_wgmma_variant(folder, halves=None, groups=None):
+    """score_kernel.py on the wgmma pass written with ``halves`` and ``groups`` (by default the
+    package's; ``wgmma_source.variant_sources``), as modules of the kernels package kept in
+    ``folder`` (Triton reads a kernel's source from its file): (the kernel's module, the names it
+    put in ``sys.modules``, for the caller to take out)."""
+    from fp4_inductor.kernels import wgmma_source
+
+    groups = wgmma_source.PACKAGE_GROUPS if groups is None else groups
+    names = []
+    for name, source in wgmma_source.variant_sources(halves, groups).items():  # the pass's module first
+        path = os.path.join(folder, name + ".py")
+        with open(path, "w") as f:
+            f.write(source)
+        spec = importlib.util.spec_from_file_location(f"fp4_inductor.kernels.{name}", path)
+        module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+        names.append(spec.name)
+        spec.loader.exec_module(module)
+    return module, names
+
+
 def run_sm90_script(script: str, *args: str) -> str:
     """stdout of ``script`` run in a fresh process without the interpreter (which cannot
     compile). Exit code 3 means the installed Triton lacks the sm_90 tools: the test skips;

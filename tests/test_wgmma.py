@@ -27,8 +27,8 @@ from fp4_inductor import reference
 from fp4_inductor.kernels import wgmma_source
 
 from conftest import HAS_TRITON, INTERPRETER
-from helpers import (NEEDS_SM90_TOOLS, float64_scores, random_keys, recorded_scorer_launches, run_sm90_script,
-                     scoring_case)
+from helpers import (NEEDS_SM90_TOOLS, float64_scores, import_wgmma_variant, random_keys, recorded_scorer_launches,
+                     run_sm90_script, scoring_case)
 
 pytestmark = pytest.mark.skipif(not HAS_TRITON, reason="needs triton")
 
@@ -142,7 +142,7 @@ def test_the_query_prologue_refuses_warpgroups_that_do_not_fill_its_steps(n, gro
 
 def test_a_variant_names_what_it_changes():
     package = wgmma_source.PACKAGE_GROUPS
-    other = {1: 4, 4: 1}[package]
+    other = wgmma_source.OTHER_GROUPS
     assert [wgmma_source.variant_name(*args) for args in ((3,), (None, other), (2, other), (2, package))] == [
         "h3", f"g{other}", f"h2_g{other}", "h2"]
     with pytest.raises(ValueError, match=f"variant: expected halves or groups other than the package's {package}, "
@@ -151,21 +151,13 @@ def test_a_variant_names_what_it_changes():
 
 
 _COMPILE = NEEDS_SM90_TOOLS + """
-import importlib.util, json, os, sys, tempfile
+import json, tempfile
 from fp4_inductor.kernels import score, score_kernel, wgmma_source
 from fp4_inductor.kernels.sm90 import compile_scorer, dot_loop_spills, dump_cubin, ptxas_verdict, wgmma_order
+from helpers import import_wgmma_variant
 
 def variant(halves, groups=wgmma_source.PACKAGE_GROUPS):
-    # score_kernel.py on the hot pass written with ``halves`` and ``groups``, as modules of the
-    # kernels package kept in a temporary folder (Triton reads a kernel's source from its file)
-    folder = tempfile.mkdtemp()
-    for name, source in wgmma_source.variant_sources(halves, groups).items():
-        path = os.path.join(folder, name + ".py")
-        open(path, "w").write(source)
-        spec = importlib.util.spec_from_file_location("fp4_inductor.kernels." + name, path)
-        module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    return module
+    return import_wgmma_variant(tempfile.mkdtemp(), halves, groups)[0]
 
 out = {}
 # The package's dots at 2 and 4 rows at one warpgroup per program and at four (``g1_``, ``g4_``:
@@ -474,21 +466,12 @@ def pass_kernels(tmp_path_factory):
     """The scorer's kernel by warpgroups per program of its wgmma pass, 1 and 4: the package's at
     ``PACKAGE_GROUPS``, and score_kernel.py on the pass written at the other (``wgmma_source
     --groups N --variant``), imported as modules of the kernels package from a temporary folder."""
-    import importlib.util
     import sys
 
     from fp4_inductor.kernels import score_kernel
 
-    other = {1: 4, 4: 1}[wgmma_source.PACKAGE_GROUPS]
-    folder = tmp_path_factory.mktemp("pass_kernels")
-    names = []
-    for name, source in wgmma_source.variant_sources(None, other).items():  # the pass's module first
-        path = folder / f"{name}.py"
-        path.write_text(source)
-        spec = importlib.util.spec_from_file_location(f"fp4_inductor.kernels.{name}", path)
-        module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
-        names.append(spec.name)
-        spec.loader.exec_module(module)
+    other = wgmma_source.OTHER_GROUPS
+    module, names = import_wgmma_variant(str(tmp_path_factory.mktemp("pass_kernels")), None, other)
     yield {wgmma_source.PACKAGE_GROUPS: score_kernel.score_paged_kernel, other: module.score_paged_kernel}
     for name in names:
         sys.modules.pop(name, None)
@@ -643,7 +626,7 @@ def test_logits_match_float64_on_the_gpu(gen, pass_kernels, query_lens, seq_lens
     other_rows = [{"wgmma": 1, "exact_rows": 1, **extra}] + ([{"wgmma": 1, "exact_rows": 4, **extra}]
                                                              if max(query_lens) > 2 else [])
     outs = []
-    other = pass_kernels[{1: 4, 4: 1}[wgmma_source.PACKAGE_GROUPS]]
+    other = pass_kernels[wgmma_source.OTHER_GROUPS]
     for tuning in ({"wgmma": 1, **extra}, *other_rows, {"wgmma": 0, **extra}, {"wgmma": 1, "kernel": other, **extra}):
         out = torch.full((q.shape[0], width), float("nan"), device="cuda")
         launch_score_paged(out, *args, **tuning)

@@ -403,6 +403,7 @@ PACKAGE_HALVES = {2: 2, 4: 3}  # rows per block: tile_body's halves
 # (next_n=4 172.6-174.7 us against 162.1-163.3) and 5-9 % faster at 2 rows (next_n=2 101.9-102.7
 # against 108.7-109.1, and the default hot pass's 104.4-105.6); traced, eager's bits and time.
 PACKAGE_GROUPS = 1
+OTHER_GROUPS = {1: 4, 4: 1}[PACKAGE_GROUPS]  # the form the package does not take (a variant)
 PACKAGE_SHARED_WEIGHTS = True
 DEPTH = 1  # keys loaded a step earlier than the step that builds their operand
 # The query prologue: each thread takes one group of a query column (its 4 payload words in one
@@ -603,10 +604,11 @@ if __name__ == "__main__":
                              "variant for benchmarks/score_ab.py; NAME: h{HALVES}, g{GROUPS} or both (h2_g4)")
     args = parser.parse_args()
     here = os.path.dirname(os.path.abspath(__file__))
-    if args.variant and args.halves is None and args.groups == PACKAGE_GROUPS:
-        parser.error(f"--variant: expected --halves, or --groups other than {PACKAGE_GROUPS}")
-    written = (variant_sources(args.halves, args.groups) if args.variant
-               else {"score_wgmma": module_source(args.halves, args.groups)})
+    try:
+        written = (variant_sources(args.halves, args.groups) if args.variant
+                   else {"score_wgmma": module_source(args.halves, args.groups)})
+    except ValueError as exc:  # a variant that changes nothing (``variant_name``)
+        parser.error(str(exc))
     for name, source in written.items():
         with open(os.path.join(here, f"{name}.py"), "w") as f:
             f.write(source)
