@@ -35,14 +35,14 @@
 # block's dot in two halves, one after the other, and with one dot per query row, two in flight
 # (`wgmma_source.py --halves 2|3 --variant`, written here and removed after), against the
 # package's (halves 2 at 2 rows, 3 at 4 rows), bit for bit and timed (`score_ab.py`; SHAPES sets
-# the shapes; about 150 s on a cold Triton cache); `groups` the wgmma hot pass at the warpgroups per
-# program the package does not take (4 while it takes 1, and 1 while 4: `wgmma_source.py --groups
-# N --variant`, written here and removed after): the GPU tests of both (`test_wgmma.py -k
-# "four_warpgroups or logits_match_float64"`; TEST_S=0 skips them), then the variant against the
-# package's pass, bit for bit and timed (`score_ab.py`: `wgmma=1` and the default of each; the
-# default's 2-row shapes take the default hot pass, so "DIFFERS" is expected there alone), then the
-# four-warpgroup pass under torch.compile (`traced_wgmma.py`: eager, compiled and the opaque op on
-# it; SHAPES sets the shapes; about 450 s on a cold Triton cache).
+# the shapes; about 150 s on a cold Triton cache); `groups` the wgmma hot pass by warpgroups per
+# program: the launcher's default (four at 2-row blocks, one at 4) against the default hot pass
+# (`wgmma=0`; "DIFFERS" is expected there alone, the float32 sums in another order) and the pass at
+# one and at four warpgroups everywhere (`wgmma=1,num_warps=4|16`, bit for bit), `score_ab.py` at
+# SHAPES (default 4 and 2 rows at 64 x 32768, 3 rows, 16 x 131072 and small batches), then with
+# 0.1 % of keys that do not fold (the exact pass after each) at 2 rows, then the pass under
+# torch.compile (`traced_wgmma.py --next-n 4,2`: eager, compiled and the opaque op; about 300 s on
+# a cold Triton cache).
 # Logs go to $OUT.
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp}
@@ -144,27 +144,17 @@ rowdots)
   grep -h "^| [0-9]" "$OUT/rowdots.log" | awk '!seen[$0]++'
   ;;
 groups)
-  other=$(python3 -c "from fp4_inductor.kernels.wgmma_source import OTHER_GROUPS; print(OTHER_GROUPS)")
-  python3 -m fp4_inductor.kernels.wgmma_source --groups $other --variant || exit 1
-  K=fp4_inductor/kernels
-  variant=$K/kernel_g$other.py
-  if [ "${TEST_S:-200}" != 0 ]; then
-    timeout "${TEST_S:-200}" python3 -m pytest -q -p no:cacheprovider -rfE tests/test_wgmma.py -m gpu \
-      -k "four_warpgroups or logits_match_float64" > "$OUT/groups_tests.log" 2>&1
-    [ $? = 124 ] && echo "CUT OFF after ${TEST_S:-200} s: the four-warpgroup GPU tests did not finish"
-    tail -2 "$OUT/groups_tests.log"; grep -E "^(FAILED|ERROR)" "$OUT/groups_tests.log" | head
-  fi
+  variants="shipped shipped:wgmma=0 shipped:wgmma=1,num_warps=4 shipped:wgmma=1,num_warps=16"
   (cd benchmarks && PYTHONPATH=$PWD/..:$PWD timeout "${AB_S:-240}" python3 score_ab.py \
-    --shapes ${SHAPES:-64x32768x4,64x32768x3,64x32768x2,16x131072x2} --rounds 2 \
-    shipped:wgmma=1 ../$variant:wgmma=1 shipped ../$variant > "$OUT/groups_ab.log" 2>&1 \
-    || echo "score_ab: rc $?")
-  traced=""; [ "$other" = 4 ] && traced="--kernel $variant"  # the four-warpgroup pass, compiled
-  timeout "${TR_S:-150}" python3 benchmarks/traced_wgmma.py $traced > "$OUT/groups_traced.log" 2>&1 \
+    --shapes ${SHAPES:-64x32768x4,64x32768x2,64x32768x3,16x131072x2,1x8192x2,4x32768x2,16x32768x2} --rounds 2 \
+    $variants > "$OUT/groups_ab.log" 2>&1 || echo "score_ab: rc $?"
+   PYTHONPATH=$PWD/..:$PWD timeout "${OUTLIER_S:-100}" python3 score_ab.py --shapes 64x32768x2,16x131072x2 --rounds 2 \
+    --outliers 0.001 $variants > "$OUT/groups_outliers.log" 2>&1 || echo "score_ab outliers: rc $?")
+  timeout "${TR_S:-150}" python3 benchmarks/traced_wgmma.py --next-n 4,2 > "$OUT/groups_traced.log" 2>&1 \
     || echo "traced_wgmma: rc $?"
-  rm -f $variant $K/score_wgmma_g$other.py
-  grep -h "DIFFERS" "$OUT/groups_ab.log"
+  grep -h "DIFFERS" "$OUT/groups_ab.log" "$OUT/groups_outliers.log"
   grep "^|" "$OUT/groups_traced.log"
-  grep -h "^| [0-9]" "$OUT/groups_ab.log" | awk '!seen[$0]++'
+  grep -h "^| [0-9]" "$OUT/groups_ab.log" "$OUT/groups_outliers.log" | awk '!seen[$0]++'
   ;;
 cuts)
   python3 benchmarks/cut_parts.py /tmp/cuts > /dev/null || exit 1

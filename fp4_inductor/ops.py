@@ -208,9 +208,10 @@ def _score_paged_eager_out(
 ) -> None:
     """The Triton scorer launched as in eager, as one opaque call for Inductor (an extern kernel,
     nothing traced inside), for a compiled model that opts in: its eager plan may take launch
-    options that Inductor's launches of a user kernel drop (the wgmma hot pass's register cap,
-    by default on sm_90 at 64 heads from 3 rows), so the traced op runs another plan there.
-    Called opaque, the launcher runs as eager does: same pass, same bits. Not emitted into
+    options that Inductor's launches of a user kernel drop (the wgmma hot pass's register cap at
+    one warpgroup per program, by default on sm_90 at 64 heads from 3 rows), so the traced op
+    runs another plan there (the same pass at four warpgroups per program, with eager's bits).
+    Called opaque, the launcher runs as eager does: same pass, same launch options. Not emitted into
     Inductor's code (docs/compile.md). Checks its arguments as ``fp4.score_paged_out`` does."""
     _check_score_eager_out(out, q_payload, q_scales, cache, weights, block_table, query_starts, row_ends,
                            max_query_len)

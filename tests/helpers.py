@@ -182,16 +182,15 @@ def recorded_scorer_launches(run: bool = False):
         score.wrapped = original
 
 
-def import_wgmma_variant(folder, halves=None, groups=None):
-    """score_kernel.py on the wgmma pass written with ``halves`` and ``groups`` (by default the
-    package's; ``wgmma_source.variant_sources``), as modules of the kernels package kept in
-    ``folder`` (Triton reads a kernel's source from its file): (the kernel's module, the names it
-    put in ``sys.modules``, for the caller to take out)."""
+def import_wgmma_variant(folder, halves):
+    """score_kernel.py on the wgmma pass written with ``halves`` at every block
+    (``wgmma_source.variant_sources``), as modules of the kernels package kept in ``folder``
+    (Triton reads a kernel's source from its file): (the kernel's module, the names it put in
+    ``sys.modules``, for the caller to take out)."""
     from fp4_inductor.kernels import wgmma_source
 
-    groups = wgmma_source.PACKAGE_GROUPS if groups is None else groups
     names = []
-    for name, source in wgmma_source.variant_sources(halves, groups).items():  # the pass's module first
+    for name, source in wgmma_source.variant_sources(halves).items():  # the pass's module first
         path = os.path.join(folder, name + ".py")
         with open(path, "w") as f:
             f.write(source)

@@ -54,10 +54,11 @@ score.check_wgmma = lambda *args: None
 for next_n in (2, 4):
     rows = 2 * next_n
     query_starts = torch.tensor([0, next_n, rows], dtype=torch.int32)
-    score.launch_score_paged(torch.empty(rows, 256), torch.zeros(rows, 64, 64, dtype=torch.uint8),
-                             torch.zeros(rows, 1, 4, 16, 4, dtype=torch.uint8), cache, torch.randn(rows, 64),
-                             block_table, query_starts, torch.full((rows,), 200, dtype=torch.int32), next_n,
-                             asm=True, wgmma=1)
+    for warps in (4, 16):  # one warpgroup per program and four
+        score.launch_score_paged(torch.empty(rows, 256), torch.zeros(rows, 64, 64, dtype=torch.uint8),
+                                 torch.zeros(rows, 1, 4, 16, 4, dtype=torch.uint8), cache, torch.randn(rows, 64),
+                                 block_table, query_starts, torch.full((rows,), 200, dtype=torch.int32), next_n,
+                                 asm=True, wgmma=1, num_warps=warps)
 for smem in (False, True):  # the GPU's form: the histograms in shared memory (pure asm)
     topk.launch_select_topk(torch.randn(4, 40000), torch.full((4,), 40000, dtype=torch.int32), 2048, False,
                             smem=smem, segment=32768, num_warps=16)
@@ -84,8 +85,8 @@ def test_inductor_sees_each_kernel_write_its_outputs_only():
     assert names == set(EXPECTED), names
     assert sum(name == "score_paged_kernel" for name, _, _ in launches) >= 8  # hot and exact passes, every mode
     assert {form["SMEM"] for name, form, _ in launches if name == "topk_segment_kernel"} == {False, True}
-    assert {(form["WGMMA"], form["ROWS"]) for name, form, _ in launches if name == "score_paged_kernel"} >= {
-        (1, 2), (1, 4)}
+    assert {(form["WGMMA"], form["ROWS"], form["WARPS"]) for name, form, _ in launches
+            if name == "score_paged_kernel"} >= {(1, 2, 4), (1, 2, 16), (1, 4, 4), (1, 4, 16)}
     # The scorer's hot pass (MODE 1) writes the flags too; the exact pass and the one-launch form
     # only the logits.
     expected = lambda name, form: ["out_ptr"] if name == "score_paged_kernel" and form["MODE"] != 1 else EXPECTED[name]  # noqa: E731

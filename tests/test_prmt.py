@@ -122,7 +122,7 @@ def four_columns_per_call(layout: str) -> bool:
 def default_launches() -> list[tuple[int, bool, dict]]:
     """(rows per block, bf16 queries, form) of every launch with the PTX builder that the
     scorer makes on an aligned CUDA cache at 64 heads, next_n=1 and 2, both exact forms, and
-    from next_n=3 the exact pass after the wgmma hot pass (``wgmma_exact_launches``; the wgmma pass
+    from next_n=2 the exact pass after the wgmma hot pass (``wgmma_exact_launches``; the wgmma pass
     itself is compiled in tests/test_wgmma.py); then a few
     tuning forms (one page per tile)."""
     from fp4_inductor.kernels.score import launch_forms, launch_plan, word_fed_pass
@@ -142,9 +142,10 @@ def default_launches() -> list[tuple[int, bool, dict]]:
 
 
 def wgmma_exact_launches() -> list[tuple[int, bool, dict]]:
-    """The exact pass's launches after the wgmma hot pass at next_n=4, as ``launch_score_paged``
-    makes them by default and with ``exact_rows=4`` (its device checks stood down, launches
-    recorded, not run), so the forms compiled here follow the launcher's defaults."""
+    """The exact pass's launches after the wgmma hot pass at next_n=2 and 4, as
+    ``launch_score_paged`` makes them by default and at next_n=4 with ``exact_rows=4`` too (its
+    device checks stood down, launches recorded, not run), so the forms compiled here follow the
+    launcher's defaults."""
     import torch
 
     from fp4_inductor.kernels import score
@@ -153,17 +154,18 @@ def wgmma_exact_launches() -> list[tuple[int, bool, dict]]:
     check_wgmma, score.check_wgmma = score.check_wgmma, lambda *args: None
     try:
         with recorded_scorer_launches() as launches:
-            rows, cache = 8, torch.zeros(8, 64, 68, dtype=torch.uint8)
-            for tuning in ({}, {"exact_rows": 4}):
+            cache = torch.zeros(8, 64, 68, dtype=torch.uint8)
+            for next_n, tuning in ((2, {}), (4, {}), (4, {"exact_rows": 4})):
+                rows = 2 * next_n
                 score.launch_score_paged(torch.empty(rows, 256), torch.zeros(rows, 64, 64, dtype=torch.uint8),
                                          torch.zeros(rows, 64, 4, dtype=torch.uint8), cache, torch.randn(rows, 64),
                                          torch.arange(8, dtype=torch.int32).view(2, 4),
-                                         torch.tensor([0, 4, rows], dtype=torch.int32),
-                                         torch.full((rows,), 200, dtype=torch.int32), 4, asm=True, **tuning)
+                                         torch.tensor([0, next_n, rows], dtype=torch.int32),
+                                         torch.full((rows,), 200, dtype=torch.int32), next_n, asm=True, **tuning)
     finally:
         score.check_wgmma = check_wgmma
     recorded = [named for _, _, named in launches]
-    assert [(named["MODE"], named["WGMMA"]) for named in recorded] == [(1, 1), (2, 0)] * 2, recorded
+    assert [(named["MODE"], named["WGMMA"]) for named in recorded] == [(1, 1), (2, 0)] * 3, recorded
     return [(named["ROWS"], False, {k: named[k] for k in form_keys}) for named in recorded if named["MODE"] == 2]
 
 

@@ -633,7 +633,7 @@ def test_page_offset_is_the_full_product(stride, table_dtype, device):
 @pytest.mark.parametrize("heads, query_lens", [(64, [1, 1, 1]), (64, [2, 1, 2]), (32, [4, 3]), (64, [4, 3])])
 def test_dependent_launch_in_a_cuda_graph(heads, query_lens, gen, monkeypatch):
     """On sm_90 the eager pair launches its exact pass as a programmatic dependent of the hot pass
-    (``dependent_launch``; at 64 heads and 3 rows or more, after the wgmma hot pass). With keys that do not fold in a few pages (so the exact pass runs in
+    (``dependent_launch``; at 64 heads and 2 rows or more, after the wgmma hot pass). With keys that do not fold in a few pages (so the exact pass runs in
     some programs and not in others), an eager call and each replay of the call captured in a
     CUDA graph write, bit for bit, what the pair writes in two plain launches. The replays take
     turns at two caches whose keys that do not fold lie in other pages (other programs mark

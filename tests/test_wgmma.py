@@ -1,18 +1,18 @@
 """The scorer's hot pass on int8 wgmmas in inline PTX (``kernels/score_wgmma.py``, written by
-``kernels/wgmma_source.py``; by default for blocks of 4 rows on sm_90, ``wgmma_default``): the
-checked-in kernel is what its generator writes; compiled for sm_90 on any machine, no wgmma is
+``kernels/wgmma_source.py``; by default for blocks of 2 and 4 rows on sm_90, ``wgmma_default``):
+the checked-in kernel is what its generator writes; compiled for sm_90 on any machine, at one
+warpgroup per program (4 warps) and at four (16 warps, 128 registers with no cap), no wgmma is
 serialized by ptxas, the tile loop's dots run as written (at 2 rows two half dots one after the
 other, at 4 one dot per query row, two in flight) and the register caps hold with no spill in the
 tile loop (a few stack words in the query prologue), and so for the dot each size does not take,
-written out as a variant, and for the pass as four warpgroups per program (``--groups 4``: 16
-warps, 128 registers with no cap); the query prologue writes the operand and folded weights it
-should (run on numpy, by one warpgroup and by four); the whole pass run on numpy
-(``wgmma_emulator``) matches float64 at one warpgroup and at four, the two bit for bit, and marks
-what does not fold; the launcher refuses what it cannot run, plans each kernel's pass, and takes
-the pass by default where its conditions hold; on an sm_90 GPU, its logits match float64 on
-ragged, permuted batches, with keys and queries that do not fold (the exact pass after it),
-nothing is written outside the valid region, the public op takes it from 3 rows per request, and
-the four-warpgroup pass equals the package's bit for bit, compiled too."""
+written out as a variant; the query prologue writes the operand and folded weights it should (run
+on numpy, by one warpgroup and by four); the whole pass run on numpy (``wgmma_emulator``) matches
+float64 at one warpgroup and at four, the two bit for bit, and marks what does not fold; the
+launcher refuses what it cannot run, plans the pass's warpgroups by rows (eager and traced), and
+takes the pass by default where its conditions hold; on an sm_90 GPU, its logits match float64 on
+ragged, permuted batches, with keys and queries that do not fold (the exact pass after it), at
+one warpgroup and at four bit for bit, nothing is written outside the valid region, the public op
+takes it from 2 rows per request, and compiled models take it with eager's bits."""
 
 import json
 import os
@@ -27,8 +27,8 @@ from fp4_inductor import reference
 from fp4_inductor.kernels import wgmma_source
 
 from conftest import HAS_TRITON, INTERPRETER
-from helpers import (NEEDS_SM90_TOOLS, float64_scores, import_wgmma_variant, random_keys, recorded_scorer_launches,
-                     run_sm90_script, scoring_case)
+from helpers import (NEEDS_SM90_TOOLS, float64_scores, random_keys, recorded_scorer_launches, run_sm90_script,
+                     scoring_case)
 
 pytestmark = pytest.mark.skipif(not HAS_TRITON, reason="needs triton")
 
@@ -110,10 +110,11 @@ def test_every_written_out_name_is_set_before_it_is_read():
     import importlib
     import sys
 
-    # the package's, every block with 2 or with 3, and the package's at four warpgroups per program
-    for halves, groups in ((None, 1), (2, 1), (3, 1), (None, 4)):
-        assert names_read_before_set(wgmma_source.module_source(halves, groups)) == {
-            "wgmma_rows2": [], "wgmma_rows4": [], "wgmma_request": []}, (halves, groups)
+    # the package's, and every block with 2 or with 3, each at one and at four warpgroups per program
+    functions = [f"wgmma_rows{rows}_g{groups}" for rows in (2, 4) for groups in wgmma_source.GROUPS]
+    for halves in (None, 2, 3):
+        assert names_read_before_set(wgmma_source.module_source(halves)) == {
+            name: [] for name in functions + ["wgmma_request"]}, halves
     bench = os.path.join(os.path.dirname(__file__), "..", "benchmarks")
     sys.path.insert(0, bench)
     try:
@@ -141,12 +142,8 @@ def test_the_query_prologue_refuses_warpgroups_that_do_not_fill_its_steps(n, gro
 
 
 def test_a_variant_names_what_it_changes():
-    package = wgmma_source.PACKAGE_GROUPS
-    other = wgmma_source.OTHER_GROUPS
-    assert [wgmma_source.variant_name(*args) for args in ((3,), (None, other), (2, other), (2, package))] == [
-        "h3", f"g{other}", f"h2_g{other}", "h2"]
-    with pytest.raises(ValueError, match=f"variant: expected halves or groups other than the package's {package}, "
-                                         f"got halves=None, groups={package}"):
+    assert [wgmma_source.variant_name(halves) for halves in (0, 2, 3)] == ["h0", "h2", "h3"]
+    with pytest.raises(ValueError, match=r"variant: expected halves \(tile_body's dot at every block\), got None"):
         wgmma_source.variant_sources()
 
 
@@ -156,24 +153,20 @@ from fp4_inductor.kernels import score, score_kernel, wgmma_source
 from fp4_inductor.kernels.sm90 import compile_scorer, dot_loop_spills, dump_cubin, ptxas_verdict, wgmma_order
 from helpers import import_wgmma_variant
 
-def variant(halves, groups=wgmma_source.PACKAGE_GROUPS):
-    return import_wgmma_variant(tempfile.mkdtemp(), halves, groups)[0]
-
 out = {}
-# The package's dots at 2 and 4 rows at one warpgroup per program and at four (``g1_``, ``g4_``:
-# the package's kernel at its PACKAGE_GROUPS, a variant at the other), and at each size the dot of
-# halves 2 and 3 that the package does not take there (``other``, a variant); each launched as the
-# launcher plans it for that kernel.
+# The package's dots at 2 and 4 rows at one warpgroup per program and at four (``g1_``, ``g4_``),
+# and at each size the dot of halves 2 and 3 that the package does not take there (``other``, a
+# variant, at the warpgroups an eager launch takes there); each launched as the launcher plans it.
 package = wgmma_source.PACKAGE_HALVES
 other = {rows: ({2, 3} - {package[rows]}).pop() for rows in (2, 4)}
-forms = [(f"g{groups}_", groups, rows) for groups in (1, 4) for rows in (2, 4)]
-for which, groups, rows in forms + [("other", wgmma_source.PACKAGE_GROUPS, rows) for rows in (2, 4)]:
+forms = [(f"g{groups}_", groups, rows) for groups in wgmma_source.GROUPS for rows in (2, 4)]
+for which, groups, rows in forms + [("other", score.WGMMA_GROUPS[rows], rows) for rows in (2, 4)]:
     halves = other[rows] if which == "other" else package[rows]
-    if which == "other" or groups != wgmma_source.PACKAGE_GROUPS:
-        scorer = variant(halves if which == "other" else None, groups).score_paged_kernel
-    else:
-        scorer = score_kernel.score_paged_kernel
-    warps = score.wgmma_warps(scorer)
+    scorer = score_kernel.score_paged_kernel
+    if which == "other":
+        module, names = import_wgmma_variant(tempfile.mkdtemp(), halves)
+        scorer = module.score_paged_kernel
+    warps = 4 * groups
     plan = score.launch_plan(True, rows * 64, {}, 1, warps)
     hot = score.launch_forms("fixup", True, True, plan[0], plan[1], plan[3], plan[4], plan[5], 1)[0]
     # The launcher's cap where it passes one (one warpgroup per program); four pass none, as
@@ -182,7 +175,6 @@ for which, groups, rows in forms + [("other", wgmma_source.PACKAGE_GROUPS, rows)
     kernel = compile_scorer(scorer, rows, hot, maxnreg=cap)
     usage = dump_cubin(kernel.asm["cubin"], "resource-usage")
     out[which + str(rows)] = dict(plan=plan, hot=hot, cap=cap or 128, halves=halves, warps=kernel.metadata.num_warps,
-                                  package=scorer is score_kernel.score_paged_kernel,
                                   warnings=ptxas_verdict(kernel.asm["ptx"])[1],
                                   registers=int(usage.split("REG:")[1].split()[0]),
                                   stack=int(usage.split("STACK:")[1].split()[0]),
@@ -218,7 +210,8 @@ def check_compiled(got: dict, rows: int) -> None:
         assert got["stack"] <= (160 if (halves, rows) == (3, 2) else 24)
     else:
         # Four warpgroups: none at 2 rows with the halves in turn; elsewhere up to 136 bytes
-        # (the package's 4-row form: 128 on Triton 3.6, 136 on 3.7.1)...
+        # (the package's 4-row form: 128 on Triton 3.6, 136 on 3.7.1; one dot per row at 2 rows:
+        # 80 on 3.7.1)...
         assert got["stack"] <= (0 if (halves, rows) == (2, 2) else 160)
     # ... and none of it in the tile loop (a few hundred instructions per 64-key tile).
     instructions, spills = got["loop"]
@@ -230,14 +223,12 @@ def check_compiled(got: dict, rows: int) -> None:
 @pytest.mark.parametrize("rows", [2, 4])
 def test_the_hot_pass_compiles_for_sm90(compiled, rows, groups):
     """The package's dots (at 2 rows the tile's dot in two halves, one after the other; at 4 one
-    dot per query row, two in flight), at one warpgroup per program and at four (one of them the
-    package's, ``PACKAGE_GROUPS``; the other written out as a variant), as the launcher plans
-    each kernel (``wgmma_warps``): one warpgroup under its register cap, as many programs per SM
-    as its registers allow; four (16 warps) with no ``maxnreg``, as Inductor's launches compile
-    it too, one program per SM, the exact pass on four times the programs, the one-warpgroup
-    pass's setup units."""
+    dot per query row, two in flight), at one warpgroup per program and at four, as the launcher
+    plans each: one warpgroup under its register cap, as many programs per SM as its registers
+    allow; four (16 warps) with no ``maxnreg``, as Inductor's launches compile it too, one
+    program per SM, the exact pass on four times the programs, the one-warpgroup pass's setup
+    units."""
     got = compiled[f"g{groups}_{rows}"]
-    assert got["package"] == (groups == wgmma_source.PACKAGE_GROUPS)
     assert got["hot"]["WGMMA"] == 1 and got["hot"]["TILE_PAGES"] == 1 and got["warps"] == got["hot"]["WARPS"]
     if groups == 1:
         assert got["hot"]["WARPS"] == 4 and got["plan"][4:] == [1, 6]
@@ -252,8 +243,9 @@ def test_the_hot_pass_compiles_for_sm90(compiled, rows, groups):
 @pytest.mark.parametrize("rows", [2, 4])
 def test_the_other_dot_compiles_for_sm90(compiled, rows):
     """The dot the package does not take at ``rows`` (one dot per query row at 2 rows, slower there;
-    the halves in turn at 4, slower there), written out as a variant for ``score_ab.py``, as the
-    launcher plans it: no wgmma serialized, no spill in the tile loop, its dots as written."""
+    the halves in turn at 4, slower there), written out as a variant for ``score_ab.py``, at the
+    warpgroups an eager launch takes there (``WGMMA_GROUPS``), as the launcher plans it: no wgmma
+    serialized, no spill in the tile loop, its dots as written."""
     check_compiled(compiled[f"other{rows}"], rows)
 
 
@@ -315,10 +307,11 @@ def test_the_wgmma_conditions(monkeypatch):
 
 
 def test_the_wgmma_default(monkeypatch):
-    """``wgmma_default``: the wgmma hot pass for a longest request of 3 rows or more where
-    ``check_wgmma``'s conditions hold, launched with real tensors (traced too where the package's
-    pass runs four warpgroups per program); each missing condition keeps the default hot pass (the
-    device checks pass with stand-ins for the capability and the HIP version)."""
+    """``wgmma_default``: the wgmma hot pass for a longest request of 2 rows or more where
+    ``check_wgmma``'s conditions hold, launched with real tensors or traced (fake tensors; not for
+    a kernel copy whose pass runs one warpgroup per program only, which needs its register cap);
+    each missing condition keeps the default hot pass (the device checks pass with stand-ins for
+    the capability and the HIP version)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
@@ -335,17 +328,20 @@ def test_the_wgmma_default(monkeypatch):
     def default(**change):
         return score.wgmma_default(**{**met, **change})
 
-    assert default() is True and default(max_query_len=3) is True and default(max_query_len=8) is True
+    assert all(default(max_query_len=rows) is True for rows in (2, 3, 4, 8))
     with FakeTensorMode():
         fake_out = torch.empty(3, 256, device="cuda")
     shifted = payload.flatten()[4:].unflatten(0, (1, -1))[:, :64 * 64].view(1, 64, 64)
     old = type("OldKernel", (), {"arg_names": [n for n in kernel.arg_names if n != "WGMMA"]})()
-    for change in (dict(max_query_len=2), dict(max_query_len=1), dict(max_query_len=ShapeEnv().create_unbacked_symint()),
+    for change in (dict(max_query_len=1), dict(max_query_len=0), dict(max_query_len=ShapeEnv().create_unbacked_symint()),
                    dict(heads=32), dict(heads=128), dict(word_fed=False), dict(asm=False), dict(gpu=False),
                    dict(q_payload=shifted), dict(kernel=old)):
         assert default(**change) is False, change
-    # Traced (fake tensors): only a pass that needs no register cap (four warpgroups per program).
-    assert default(out=fake_out) is (wgmma_source.PACKAGE_GROUPS == 4)
+    # Traced (fake tensors): the package's pass (four warpgroups per program need no register cap),
+    # not a copy of one warpgroup only (``wgmma_warps`` (4,): from before the pass said its warps).
+    assert default(out=fake_out) is True and default(out=fake_out, max_query_len=2) is True
+    one_group = type("OneGroup", (), {"arg_names": kernel.arg_names})()
+    assert default(kernel=one_group) is True and default(kernel=one_group, out=fake_out) is False
     monkeypatch.setattr(score, "capability_major", lambda device: 10)
     assert default() is False
     monkeypatch.setattr(score, "capability_major", lambda device: 9)
@@ -397,9 +393,11 @@ def test_the_opaque_scorer_compiles_to_one_extern_call(gen, monkeypatch):
 
 def test_the_launcher_takes_the_wgmma_default(gen, monkeypatch):
     """The launcher asks ``wgmma_default`` when the launch names neither ``wgmma`` nor a tuning
-    that shapes the hot pass, and then launches the wgmma plan (4-row blocks, a page per tile on 4
-    warps, the register cap on the hot pass only); ``wgmma=0`` or a hot-pass tuning keeps the
-    default hot pass without asking. Launches recorded, not run (the CPU has no wgmma)."""
+    that shapes the hot pass, and then launches the wgmma plan: at 4-row blocks a page per tile on
+    one warpgroup (4 warps), the register cap on the hot pass only, the exact pass on 2-row blocks;
+    at 2-row blocks on four warpgroups (16 warps, one program per SM, no cap), the exact pass on
+    four times the programs; ``wgmma=0`` or a hot-pass tuning keeps the default hot pass without
+    asking. Launches recorded, not run (the CPU has no wgmma)."""
     from fp4_inductor.kernels import score
 
     case = scoring_case(gen, "cpu", heads=64, query_lens=[4, 3], seq_lens=[300, 70])
@@ -422,12 +420,9 @@ def test_the_launcher_takes_the_wgmma_default(gen, monkeypatch):
             True, False, True, 64, case["cache"].device, score.score_paged_kernel, 4)
         assert q_payload.data_ptr() == query[0].data_ptr() and given_out is out
         (hot_grid, hot_args, hot), (exact_grid, exact_args, exact) = launches
-        # The package's pass as its warpgroups per program plan it (4 "SMs" on the CPU): one, under
-        # its cap, three programs per SM; four, with no cap, one program per SM and the exact pass
-        # on four times the programs.
-        warps = 4 * wgmma_source.PACKAGE_GROUPS
-        cap, hot_programs, split = {4: (168, 65536 // (128 * 168) * 4, 1), 16: (None, 4, 4)}[warps]
-        assert (hot["WGMMA"], hot["ROWS"], hot["TILE_PAGES"], hot["WARPS"], hot.get("maxnreg")) == (1, 4, 1, warps, cap)
+        # One warpgroup at 4 rows (4 "SMs" on the CPU): under its cap, three programs per SM.
+        hot_programs, split = 65536 // (128 * 168) * 4, 1
+        assert (hot["WGMMA"], hot["ROWS"], hot["TILE_PAGES"], hot["WARPS"], hot.get("maxnreg")) == (1, 4, 1, 4, 168)
         # The exact pass on 2-row blocks (each hot block cut in two), twice the programs along axis 1.
         assert (exact["MODE"], exact["WGMMA"], exact["ROWS"], exact["ROW_SPLIT"], exact["SPLIT"]) == (2, 0, 2, 2, split)
         assert "maxnreg" not in exact and hot["ROW_SPLIT"] == 1
@@ -443,6 +438,20 @@ def test_the_launcher_takes_the_wgmma_default(gen, monkeypatch):
             (hot_grid, _, hot), (exact_grid, _, exact) = launches
             assert (hot["ROWS"], hot["ROW_SPLIT"], exact["ROWS"], exact["ROW_SPLIT"]) == (4, 1, exact_rows, split)
             assert exact_grid == (hot_grid[0] * exact["SPLIT"], split * hot_grid[1])
+        # 2-row blocks: four warpgroups, one program per SM with no cap, the exact pass on four
+        # times the programs and the hot pass's rows.
+        two = scoring_case(gen, "cpu", heads=64, query_lens=[2, 1, 2], seq_lens=[300, 70, 200])
+        two_out = torch.full((5, two["block_table"].shape[1] * 64), float("nan"))
+        two = (two_out, *fp4.quantize_queries(two["q"]), two["cache"], two["weights"], two["block_table"],
+               two["query_starts"], two["row_ends"], two["max_query_len"])
+        launches.clear()
+        score.launch_score_paged(*two, asm=True)
+        (hot_grid, _, hot), (exact_grid, _, exact) = launches
+        assert (hot["WGMMA"], hot["ROWS"], hot["TILE_PAGES"], hot["WARPS"], hot["num_warps"]) == (1, 2, 1, 16, 16)
+        assert "maxnreg" not in hot and (hot["SETUP_UNITS"], hot["CHUNK"]) == (6, 32)
+        assert (exact["MODE"], exact["WGMMA"], exact["ROWS"], exact["ROW_SPLIT"], exact["SPLIT"]) == (2, 0, 2, 1, 4)
+        assert hot_grid == (4, 1) and exact_grid == (16, 1)
+        assert asked[-1][7] == 2 and two_out.isnan().all()
         old = type("OldKernel", (), {"arg_names": [n for n in score.score_paged_kernel.arg_names if n != "ROW_SPLIT"]})()
         launches.clear()
         with pytest.raises(ValueError, match="exact_rows: expected a kernel that takes ROW_SPLIT, got .*OldKernel"):
@@ -461,75 +470,69 @@ def test_the_launcher_takes_the_wgmma_default(gen, monkeypatch):
     assert out.isnan().all()  # recorded, not run
 
 
-@pytest.fixture(scope="module")
-def pass_kernels(tmp_path_factory):
-    """The scorer's kernel by warpgroups per program of its wgmma pass, 1 and 4: the package's at
-    ``PACKAGE_GROUPS``, and score_kernel.py on the pass written at the other (``wgmma_source
-    --groups N --variant``), imported as modules of the kernels package from a temporary folder."""
-    import sys
+def test_the_launcher_plans_the_pass_warpgroups_by_rows(gen, monkeypatch):
+    """The package's pass takes 4 or 16 warps (``wgmma_warps``: one warpgroup per program or four;
+    a kernel copy that did not say takes 4, one that said its one ``WARPS`` that). By default
+    (``wgmma_pass_warps``) an eager launch takes four warpgroups at 2 rows and one at 4
+    (``WGMMA_GROUPS``), a traced one four at both, a copy what it has. The ``num_warps`` tuning
+    picks either with ``wgmma=1``: 16 warps at 4 rows launch one program per SM of 16 warps with
+    no ``maxnreg``, the one-warpgroup pass's setup units and schedule step, then the exact pass on
+    four times its programs (2-row blocks); 4 warps at 2 rows their cap, four programs per SM. A
+    tuning of warps the kernel's pass does not take, or of more than a page per tile, is refused
+    before anything launches. Launches recorded, not run (the CPU has no wgmma; the device checks
+    pass with stand-ins)."""
+    from types import SimpleNamespace
 
-    from fp4_inductor.kernels import score_kernel
-
-    other = wgmma_source.OTHER_GROUPS
-    module, names = import_wgmma_variant(str(tmp_path_factory.mktemp("pass_kernels")), None, other)
-    yield {wgmma_source.PACKAGE_GROUPS: score_kernel.score_paged_kernel, other: module.score_paged_kernel}
-    for name in names:
-        sys.modules.pop(name, None)
-
-
-def test_the_launcher_plans_four_warpgroups_per_program(gen, pass_kernels, monkeypatch):
-    """A kernel whose wgmma pass runs four warpgroups per program (``wgmma_warps`` 16): the launcher
-    launches one program per SM of 16 warps with no ``maxnreg``, the one-warpgroup pass's setup
-    units and schedule step, then the exact pass on four times its programs (2-row blocks); and
-    ``wgmma_default`` takes it while tracing too (fake tensors), where a one-warpgroup pass, which
-    needs its register cap, is taken with real tensors only. Launches recorded, not run (the CPU
-    has no wgmma; the device checks pass with stand-ins)."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
+    import triton.language as tl
 
     from fp4_inductor.kernels import score
 
-    four_groups, one_group = pass_kernels[4], pass_kernels[1]
-    assert score.wgmma_warps(four_groups) == 16 and score.wgmma_warps(one_group) == 4
-    old = type("OldKernel", (), {"arg_names": score.score_paged_kernel.arg_names})()
-    assert score.wgmma_warps(old) == 4  # a copy from before the pass said its warps
-    case = scoring_case(gen, "cpu", heads=64, query_lens=[4, 3], seq_lens=[300, 70])
-    query = fp4.quantize_queries(case["q"])
-    out = torch.full((case["q"].shape[0], case["block_table"].shape[1] * 64), float("nan"))
-    args = (out, *query, case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"],
-            case["max_query_len"])
-    monkeypatch.setattr(score, "wgmma_default", lambda *given: True)
+    kernel = score.score_paged_kernel
+    assert score.wgmma_warps(kernel) == (4, 16)
+    old = type("OldKernel", (), {"arg_names": kernel.arg_names})()
+    assert score.wgmma_warps(old) == (4,)  # a copy from before the pass said its warps
+    four_only = type("FourGroups", (), {"arg_names": kernel.arg_names,
+                                        "fn": SimpleNamespace(__globals__={"WGMMA_WARPS": tl.constexpr(16)})})()
+    assert score.wgmma_warps(four_only) == (16,)
+    pick = score.wgmma_pass_warps
+    assert [pick(rows, traced, (4, 16)) for rows in (2, 4) for traced in (False, True)] == [16, 16, 4, 16]
+    assert [pick(rows, traced, offered) for rows, traced, offered in ((2, False, (4,)), (4, True, (4,)),
+                                                                     (4, False, (16,)))] == [4, 4, 16]
+
+    def launch_args(query_lens):
+        case = scoring_case(gen, "cpu", heads=64, query_lens=query_lens, seq_lens=[300, 70])
+        out = torch.full((case["q"].shape[0], case["block_table"].shape[1] * 64), float("nan"))
+        return (out, *fp4.quantize_queries(case["q"]), case["cache"], case["weights"], case["block_table"],
+                case["query_starts"], case["row_ends"], case["max_query_len"])
+
+    args, two = launch_args([4, 3]), launch_args([2, 1])
+    monkeypatch.setattr(score, "check_wgmma", lambda *given: None)  # the device's conditions, met
     with recorded_scorer_launches() as launches:
-        score.launch_score_paged(*args, asm=True, kernel=four_groups)
+        score.launch_score_paged(*args, asm=True, wgmma=1, num_warps=16)
         (hot_grid, _, hot), (exact_grid, _, exact) = launches
         assert (hot["WGMMA"], hot["ROWS"], hot["TILE_PAGES"], hot["WARPS"], hot["num_warps"]) == (1, 4, 1, 16, 16)
         assert (hot["SETUP_UNITS"], hot["CHUNK"]) == (6, 32) and "maxnreg" not in hot
         assert (exact["MODE"], exact["WGMMA"], exact["ROWS"], exact["ROW_SPLIT"], exact["SPLIT"]) == (2, 0, 2, 2, 4)
         assert hot_grid == (4, 1) and exact_grid == (16, 2)  # one program per SM (4 "SMs" on the CPU)
         launches.clear()
-        score.launch_score_paged(*args, asm=True, kernel=one_group)  # its cap, three programs per SM
-        (hot_grid, _, hot), (exact_grid, _, exact) = launches
-        assert (hot["WARPS"], hot["maxnreg"], hot_grid, exact["SPLIT"], exact_grid) == (4, 168, (12, 1), 1, (12, 2))
-        # A pass's warps are its kernel's, a page per tile: a tuning that says otherwise is refused.
+        score.launch_score_paged(*args, asm=True, wgmma=1, kernel=four_only)  # the copy's only warps
+        assert (launches[0][2]["WARPS"], launches[0][0]) == (16, (4, 1)) and "maxnreg" not in launches[0][2]
         launches.clear()
-        monkeypatch.setattr(score, "check_wgmma", lambda *given: None)  # the device's conditions, met
-        for kernel, warps, tuning in ((four_groups, 16, dict(num_warps=8)), (one_group, 4, dict(num_warps=16)),
-                                      (four_groups, 16, dict(tile_pages=2))):
-            got = (tuning.get("tile_pages", 1), tuning.get("num_warps", warps))
-            with pytest.raises(ValueError, match=re.escape(f"wgmma: the kernel's pass runs one page per tile on {warps} "
-                                                           f"warps, got tile_pages={got[0]}, num_warps={got[1]}")):
-                score.launch_score_paged(*args, asm=True, kernel=kernel, wgmma=1, **tuning)
+        score.launch_score_paged(*two, asm=True, wgmma=1, num_warps=4)  # 2-row blocks on one warpgroup
+        (hot_grid, _, hot), (exact_grid, _, exact) = launches
+        assert (hot["ROWS"], hot["WARPS"], hot["maxnreg"], hot_grid, exact["SPLIT"], exact_grid) == (
+            2, 4, 128, (16, 1), 1, (16, 1))
+        launches.clear()
+        refused = ((kernel, "4 or 16", dict(num_warps=8)), (kernel, "4 or 16", dict(tile_pages=2)),
+                   (old, "4", dict(num_warps=16)), (four_only, "16", dict(num_warps=4)))
+        for kernel_, offered, tuning in refused:
+            got = (tuning.get("tile_pages", 1), tuning.get("num_warps", 4))
+            with pytest.raises(ValueError, match=re.escape(f"wgmma: the kernel's pass runs one page per tile on "
+                                                           f"{offered} warps, got tile_pages={got[0]}, "
+                                                           f"num_warps={got[1]}")):
+                score.launch_score_paged(*args, asm=True, kernel=kernel_, wgmma=1, **tuning)
         assert launches == []
-    assert out.isnan().all()  # recorded, not run
-    monkeypatch.undo()
-    monkeypatch.setattr(score, "capability_major", lambda device: 9)
-    monkeypatch.setattr(score.torch.version, "hip", None)
-    payload = torch.zeros(3, 64, 64, dtype=torch.uint8)
-    with FakeTensorMode():
-        fake_out = torch.empty(3, 256, device="cuda")
-    for kernel, traced in ((four_groups, True), (one_group, False)):
-        given = (True, True, True, 64, "cuda:0", payload, kernel, 4)
-        assert score.wgmma_default(*given, torch.empty(3, 256)) is True
-        assert score.wgmma_default(*given, fake_out) is traced
+    assert args[0].isnan().all() and two[0].isnan().all()  # recorded, not run
 
 
 @pytest.mark.skipif(not INTERPRETER, reason="needs TRITON_INTERPRET=1 and triton")
@@ -604,7 +607,7 @@ def assert_matches_float64(out, query, case):
                                                   ([4, 3, 1], [2100, 4096, 700]),
                                                   ([8, 5, 1], [1200, 4096, 90])])
 @pytest.mark.parametrize("programs", [None, 1, 3, 7])
-def test_logits_match_float64_on_the_gpu(gen, pass_kernels, query_lens, seq_lens, programs):
+def test_logits_match_float64_on_the_gpu(gen, query_lens, seq_lens, programs):
     """Ragged verify rows (blocks of 2 or 4 rows, some short; 8 rows in two blocks), permuted
     merged pages, keys whose group scales do not fold in a few pages (the exact pass rewrites
     them) and a query head that does not fold in the first request; on the launcher's programs
@@ -612,8 +615,8 @@ def test_logits_match_float64_on_the_gpu(gen, pass_kernels, query_lens, seq_lens
     request's arrays written again): every logit of the valid region within 1e-5 of float64, as
     the default hot pass's, and nothing written outside it. The pass at four warpgroups per
     program (shares that start and end at every page offset of the warpgroups' turn) does each
-    key's arithmetic as at one: the two kernels' logits (``pass_kernels``: the package's and the
-    other) equal bit for bit."""
+    key's arithmetic as at one: their logits (``num_warps`` 16 and 4) equal bit for bit, and the
+    default's (one of them)."""
     from fp4_inductor.kernels.score import launch_score_paged
 
     case, q = unfolding_case(gen, query_lens, seq_lens)
@@ -626,31 +629,37 @@ def test_logits_match_float64_on_the_gpu(gen, pass_kernels, query_lens, seq_lens
     other_rows = [{"wgmma": 1, "exact_rows": 1, **extra}] + ([{"wgmma": 1, "exact_rows": 4, **extra}]
                                                              if max(query_lens) > 2 else [])
     outs = []
-    other = pass_kernels[wgmma_source.OTHER_GROUPS]
-    for tuning in ({"wgmma": 1, **extra}, *other_rows, {"wgmma": 0, **extra}, {"wgmma": 1, "kernel": other, **extra}):
+    groups = [{"wgmma": 1, "num_warps": warps, **extra} for warps in (4, 16)]
+    for tuning in ({"wgmma": 1, **extra}, *other_rows, {"wgmma": 0, **extra}, *groups):
         out = torch.full((q.shape[0], width), float("nan"), device="cuda")
         launch_score_paged(out, *args, **tuning)
         assert_matches_float64(out, query, case)
         outs.append(out)
-    assert torch.equal(outs[-1].isnan(), outs[0].isnan()) and torch.equal(outs[-1].nan_to_num(), outs[0].nan_to_num())
+    for other in outs[-2:]:
+        assert torch.equal(other.isnan(), outs[0].isnan()) and torch.equal(other.nan_to_num(), outs[0].nan_to_num())
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.version.hip is not None
                     or torch.cuda.get_device_capability()[0] != 9, reason="needs an sm_90 NVIDIA GPU")
-@pytest.mark.parametrize("query_lens, wgmma", [([1, 1], 0), ([2, 1], 0), ([3, 1, 2], 1), ([4, 4], 1), ([8, 2], 1)])
-def test_the_public_op_takes_the_wgmma_pass_by_default(gen, query_lens, wgmma):
+@pytest.mark.parametrize("query_lens, rows, warps", [([1, 1], 1, 0), ([2, 1], 2, 16), ([1, 2, 2], 2, 16),
+                                                     ([3, 1, 2], 4, 4), ([4, 4], 4, 4), ([8, 2], 4, 4)])
+def test_the_public_op_takes_the_wgmma_pass_by_default(gen, query_lens, rows, warps):
     """``fp4.score_paged`` on an sm_90 GPU (eager, quantized queries from ``quantize_queries``):
-    the hot pass on wgmmas (4-row blocks, then the exact pass on 2-row blocks) where the longest
-    request has 3 rows or more, the default hot pass below; logits within 1e-5 of float64 either way."""
+    the hot pass on wgmmas where the longest request has 2 rows or more: 2-row blocks on four
+    warpgroups (16 warps), the exact pass on the same blocks; from 3 rows 4-row blocks on one
+    (4 warps), then the exact pass on 2-row blocks; the default hot pass at one row; logits
+    within 1e-5 of float64 either way."""
     case = scoring_case(gen, "cuda", heads=64, query_lens=query_lens, seq_lens=[1500, 700, 90][:len(query_lens)])
     query = fp4.quantize_queries(case["q"])
     with recorded_scorer_launches(run=True) as launches:
         out = fp4.score_paged(query, case["cache"], case["weights"], case["block_table"], case["query_starts"],
                               case["row_ends"], case["max_query_len"])
-    rows = 4 if wgmma else min(2, max(query_lens))
-    # The exact pass on 2-row blocks after the wgmma pass (each hot block cut in two).
-    assert passes(launches) == [(1, wgmma, rows, 1), (2, 0, min(2, rows), 2 if wgmma else 1)]
+    wgmma = int(warps > 0)
+    # The exact pass on 2-row blocks after the wgmma pass (4-row hot blocks each cut in two).
+    assert passes(launches) == [(1, wgmma, rows, 1), (2, 0, min(2, rows), rows // 2 or 1)]
+    if wgmma:
+        assert launches[0][2]["num_warps"] == warps
     out[~reference.valid_region(case["query_starts"], case["row_ends"], out.shape[1])] = float("nan")
     assert_matches_float64(out, query, case)
 
@@ -705,34 +714,32 @@ def test_the_opaque_scorer_takes_the_wgmma_pass_compiled(gen, mode):
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.version.hip is not None
                     or torch.cuda.get_device_capability()[0] != 9, reason="needs an sm_90 NVIDIA GPU")
 @pytest.mark.parametrize("mode", [None, "reduce-overhead"])
-def test_four_warpgroups_per_program_compile_to_eager_bits(gen, pass_kernels, mode, monkeypatch):
-    """``torch.compile(fullgraph=True)`` of ``fp4.score_paged`` at 64 heads with 4-row requests,
-    every launch on the kernel of four warpgroups per program: the traced launches are eager's
-    plan (the wgmma pass on 4-row blocks at 16 warps with no ``maxnreg``, then the exact pass on
-    2-row blocks), Inductor's code launches the scorer itself (no extern call), and its logits
-    equal eager's bit for bit (keys and a query head that do not fold), also with new queries
-    and weights copied into the same tensors, and with ``mode="reduce-overhead"`` as replays of a
+@pytest.mark.parametrize("query_lens", [[4, 3, 1], [2, 1, 2]])
+def test_four_warpgroups_per_program_compile_to_eager_bits(gen, query_lens, mode):
+    """``torch.compile(fullgraph=True)`` of ``fp4.score_paged`` at 64 heads with 4-row and with
+    2-row requests: the traced launches take the wgmma pass at four warpgroups per program (16
+    warps, no ``maxnreg``, which Inductor's launches would drop), on eager's blocks (4 rows, then
+    the exact pass on 2-row blocks; or 2 rows both), Inductor's code launches the scorer itself
+    (no extern call), and its logits equal eager's bit for bit (eager at 4 rows runs one
+    warpgroup per program; keys and a query head that do not fold), also with new queries and
+    weights copied into the same tensors, and with ``mode="reduce-overhead"`` as replays of a
     captured CUDA graph, none skipped. Inductor's and AOTAutograd's caches are off: a cached graph
     would skip the tracing that this test records."""
-    import functools
-
     import torch._functorch.config as functorch_config
     import torch._inductor.config as inductor_config
     from torch._dynamo.utils import counters
     from torch._inductor.utils import run_and_get_code
 
-    from fp4_inductor.kernels import score
-
-    monkeypatch.setattr(score, "launch_score_paged", functools.partial(score.launch_score_paged,
-                                                                       kernel=pass_kernels[4]))
-    case, q = unfolding_case(gen, [4, 3, 1], [2100, 4096, 700])
+    case, q = unfolding_case(gen, query_lens, [2100, 4096, 700])
+    rows = 4 if max(query_lens) > 2 else 2
     payload, scales = fp4.quantize_queries(q)
     weights = case["weights"].clone()
     layout = (case["cache"], weights, case["block_table"], case["query_starts"], case["row_ends"])
     valid = reference.valid_region(case["query_starts"], case["row_ends"], case["block_table"].shape[1] * 64)
 
     def scores(payload, scales, cache, weights, block_table, query_starts, row_ends):
-        return fp4.score_paged((payload, scales), cache, weights, block_table, query_starts, row_ends, 4)
+        return fp4.score_paged((payload, scales), cache, weights, block_table, query_starts, row_ends,
+                               max(query_lens))
 
     torch._dynamo.reset()
     counters.clear()
@@ -740,7 +747,7 @@ def test_four_warpgroups_per_program_compile_to_eager_bits(gen, pass_kernels, mo
         compiled = torch.compile(scores, fullgraph=True, mode=mode)
         with recorded_scorer_launches(run=True) as launches:
             got, (code, *_) = run_and_get_code(compiled, payload, scales, *layout)
-    assert passes(launches)[:2] == [(1, 1, 4, 1), (2, 0, 2, 2)], passes(launches)
+    assert passes(launches)[:2] == [(1, 1, rows, 1), (2, 0, 2, rows // 2)], passes(launches)
     hot = launches[0][2]
     assert hot["num_warps"] == 16 and "maxnreg" not in hot
     assert "score_paged_kernel" in code and "score_paged_eager_out" not in code
@@ -767,7 +774,7 @@ def _emulated_case(gen, rows):
 def test_the_pass_run_on_numpy_matches_float64(gen, rows):
     """The written-out pass (``wgmma_rows{rows}``) run on numpy (``wgmma_emulator``: its Triton
     lines on arrays, its asm by stand-ins that follow the PTX, wgmma by its fragment layouts), at
-    one warpgroup per program (the package's) and at four (``--groups 4``), on a request's first
+    one warpgroup per program and at four (``wgmma_rows{rows}_g1``, ``_g4``), on a request's first
     row block over shares of its pages that start at every offset of the warpgroups' turn (one
     page, a few, all of them): every logit of the share's valid region within 1e-5 of float64,
     nothing written outside it, the fold returned; and the two forms' logits equal bit for bit."""
@@ -810,7 +817,7 @@ def test_the_pass_run_on_numpy_can_fail(gen):
     from wgmma_emulator import run_pass
 
     case, query, want, scale = _emulated_case(gen, 4)
-    source = wgmma_source.module_source(None, 4)
+    source = wgmma_source.module_source()
     broken = source.replace("[q_at + 128, p1]", "[q_at + 64, p1]")
     assert broken != source
     out, _ = run_pass(case, query, 4, 4, 1, 0, 16, source=broken)

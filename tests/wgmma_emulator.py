@@ -295,7 +295,7 @@ def load_pass(source: str, groups: int, memory: Memory) -> dict:
 
 def run_pass(case: dict, query, rows: int, groups: int, request: int, page_begin: int, page_end: int,
              out=None, source: str | None = None):
-    """``wgmma_rows{rows}`` (of ``source``, by default the generator's at ``groups`` warpgroups) on
+    """``wgmma_rows{rows}_g{groups}`` (of ``source``, by default the generator's) on
     the first row block of ``request`` over pages [page_begin, page_end), as score_request calls
     it: writes into ``out`` (float32 [rows, width], NaN where not written; a new one by default)
     and returns (out, the returned fold: below 0 where a key or the query does not fold)."""
@@ -311,12 +311,12 @@ def run_pass(case: dict, query, rows: int, groups: int, request: int, page_begin
     buffer = memory.place(case["buffer"].cpu().numpy(), "uint8")
     cache_ptr = buffer + cache.storage_offset()
     out_ptr = memory.place(out, "float32")
-    names = load_pass(source or wgmma_source.module_source(None, groups), groups, memory)
+    names = load_pass(source or wgmma_source.module_source(), groups, memory)
     starts, ends = case["query_starts"].cpu().numpy(), case["row_ends"].cpu().numpy()
     first_row, rows_here = int(starts[request]), min(int(starts[request + 1] - starts[request]), rows)
     row_ends = np.array([min(int(ends[first_row + r]), width) if r < rows_here else 0 for r in range(rows)], np.int32)
     scalar = lambda v: lanes(np.int32(v))  # noqa: E731
-    fold = names[f"wgmma_rows{rows}"](
+    fold = names[f"wgmma_rows{rows}_g{groups}"](
         scalar(3), out_ptr, out.shape[1], memory.place(payload, "uint8"), memory.place(scales, "uint8"), cache_ptr,
         cache.stride(0), memory.place(weights, "float32"), weights.shape[1], 1,
         memory.place(block_table, "int32") + request * block_table.shape[1], 1, scalar(first_row), scalar(rows_here),

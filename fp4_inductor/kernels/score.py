@@ -14,7 +14,8 @@ keys says, not as its longest request. The hot pass of FP4 queries
 loads the keys straight into the dot operand's layout (``tile_keys``); with at
 most 64 columns (next_n=1 at 64 heads) it runs 16 warps per program, one program
 per SM; with more (two-row blocks) 8 warps, one program per SM, two tiles per step
-(``launch_plan``).
+(``launch_plan``). On sm_90 at 64 heads, blocks of 2 and 4 rows take the hot pass on wgmmas in
+inline PTX instead (``score_wgmma``, ``wgmma_default``).
 
 The scorer is split by concern:
 - ``score.py`` (here): the launch plan (tile, warps, passes) and the launcher;
@@ -71,20 +72,43 @@ def dependent_launch(word_fed: bool, asm: bool, exact: str, out: torch.Tensor) -
 
 # The wgmma hot pass's register cap per block of columns, passed as ``maxnreg``: without one
 # ptxas takes what it likes in the package's kernel (165-255 registers); with these, 4 and 3
-# programs per SM. sm_90 compiles: 8-16 bytes of stack on Triton 3.6, 16-24 on 3.7.1, all of it in the
-# query prologue, none in the tile loop (tests/test_wgmma.py). The cap is for eager launches:
-# Inductor's launches of a user kernel drop ``maxnreg`` (``wgmma_default``). After its 4-row blocks
+# programs per SM, at one warpgroup per program. sm_90 compiles: 8-16 bytes of stack on Triton 3.6,
+# 16-24 on 3.7.1, all of it in the query prologue, none in the tile loop (tests/test_wgmma.py). The
+# cap is for eager launches: Inductor's launches of a user kernel drop ``maxnreg``, and traced
+# launches take four warpgroups per program, which need none (``wgmma_pass_warps``). After its 4-row blocks
 # the exact pass runs 2-row blocks (``launch_score_paged``: at 4 rows it holds 255 registers and
 # 2176 bytes of stack on Triton 3.6, against 176 at 2, and took up to 1.8x the time).
 WGMMA_REGISTERS = {128: 128, 256: 168}
 
 
-def wgmma_warps(kernel) -> int:
-    """The warps of ``kernel``'s wgmma hot pass (its ``score_wgmma`` module's ``WARPS``): 4 for
-    one warpgroup per program (the package's), 16 for four (``wgmma_source --groups 4 --variant``,
-    a variant for benchmarks/score_ab.py), 4 for a kernel copy from before it said."""
+def wgmma_warps(kernel) -> tuple[int, ...]:
+    """The warps that ``kernel``'s wgmma hot pass takes (its ``score_wgmma`` module's
+    ``PASS_WARPS``): (4, 16), one warpgroup per program or four, for the package's; for a kernel
+    copy from before (benchmarks/score_variants.py), (4,) where it did not say and its one
+    ``WARPS`` where it did (a copy of four warpgroups only: 16)."""
     warps = getattr(getattr(kernel, "fn", None), "__globals__", {}).get("WGMMA_WARPS", 4)
-    return int(getattr(warps, "value", warps))
+    warps = getattr(warps, "value", warps)
+    return tuple(int(w) for w in warps) if isinstance(warps, tuple) else (int(warps),)
+
+
+# Warpgroups per program of the wgmma pass by rows per block, in an eager launch: H100, A/B, the
+# two forms bit-identical (docs/benchmarks.md, stop 61): at 2 rows four (next_n=2 101.9-102.7 us
+# against 108.7-109.1 at one, and the default hot pass's 104.4-105.6; 16 x 131072 98.0-99.5 against
+# 105.1-108.1 and 103.1-104.6), at 4 rows one (next_n=4 162.1-163.3 against 172.6-174.7 at four;
+# next_n=3 159.0-159.4 against 172.2-172.4). A traced launch takes four at every size
+# (``wgmma_pass_warps``).
+WGMMA_GROUPS = {2: 4, 4: 1}
+
+
+def wgmma_pass_warps(rows_per_block: int, traced: bool, offered: tuple[int, ...]) -> int:
+    """The warps of a wgmma hot pass launch (4 per warpgroup) that names none: ``WGMMA_GROUPS``'
+    at ``rows_per_block`` in an eager launch, four warpgroups in a traced one (fake tensors: one
+    warpgroup needs its register cap, a ``maxnreg`` that Inductor's launches drop; at 4 rows on
+    an H100, traced, 172.3 us with four against 202.7 for one without its cap, stop 61 and 54);
+    of those the kernel's pass takes (``offered``, ``wgmma_warps``), its first where it takes
+    neither."""
+    want = 16 if traced else 4 * WGMMA_GROUPS[rows_per_block]
+    return want if want in offered else offered[0]
 
 
 # The exact pass after a wgmma hot pass of four warpgroups per program (one program per SM): on
@@ -96,7 +120,7 @@ def launch_plan(word_fed: bool, columns: int, tuning: dict, wgmma: int = 0,
                 pass_warps: int = 4) -> tuple[int, int, int, bool, int, int]:
     """(pages per tile, warps, programs per SM, tiles in pairs, exact-pass split, setup units) of
     one launch pair; ``word_fed``: its hot kernel takes the word-fed loop; ``columns``: rows per
-    block x heads; ``pass_warps``: the warps of the kernel's wgmma pass (``wgmma_warps``).
+    block x heads; ``pass_warps``: the warps of the launch's wgmma pass (``wgmma_pass_warps``).
     ``tuning`` (tile_pages, num_warps, programs_per_sm, pairs, exact_split, setup_units) overrides
     each.
 
@@ -131,18 +155,15 @@ def launch_plan(word_fed: bool, columns: int, tuning: dict, wgmma: int = 0,
       at next_n=4; 6 was not tried there.
     """
     if wgmma:
-        # The hot pass on wgmmas in inline PTX (``score_wgmma``): one warpgroup, a page per tile;
-        # as many programs per SM as its register cap allows (``WGMMA_REGISTERS``). H100, A/B
-        # against the default hot pass (docs/benchmarks.md, stops 53 and 54): next_n=4
+        # The hot pass on wgmmas in inline PTX (``score_wgmma``), a page per tile. One warpgroup
+        # per program: as many programs per SM as its register cap allows (``WGMMA_REGISTERS``).
+        # H100, A/B against the default hot pass (docs/benchmarks.md, stops 53 and 54): next_n=4
         # 169.3-171.1 us against 201.6-204.5; next_n=3 166.1-166.3 against 200.7-200.8; next_n=2
-        # 113.1 against 106.6-107.4; 16 x 131072 111.1 against 103.3-103.5 (by default it takes
-        # only blocks of 4 rows: ``wgmma_default``). Fewer or more programs per SM than planned:
-        # slower (stop 51). A kernel whose pass runs four warpgroups per program (16 warps, the
-        # ``--groups 4`` variant) runs one program per SM, needing no cap: 512 threads hold ptxas to
-        # 128 registers. H100, A/B (docs/benchmarks.md, stop 61), bit-identical: next_n=4
-        # 172.6-174.7 us against 162.1-163.3, next_n=3 172.2-172.4 against 159.0-159.4; next_n=2
-        # 101.9-102.7 against 108.7-109.1 (and 104.4-105.6 for the default hot pass); 16 x 131072
-        # 98.0-99.5 against 105.1-108.1 (103.1-104.6).
+        # 113.1 against 106.6-107.4; 16 x 131072 111.1 against 103.3-103.5 (so 2-row blocks take
+        # four warpgroups: ``WGMMA_GROUPS``). Fewer or more programs per SM than planned:
+        # slower (stop 51). The pass at four warpgroups per program (16 warps) runs one program per
+        # SM, needing no cap: 512 threads hold ptxas to 128 registers (``WGMMA_GROUPS`` says which
+        # rows take which).
         if pass_warps == 4:
             plan = (1, 4, 65536 // (128 * WGMMA_REGISTERS[columns]), False)
         else:
@@ -261,8 +282,8 @@ HOT_PASS_KEYS = frozenset(("tile_pages", "num_warps", "programs_per_sm", "pairs"
                            "num_stages"))
 
 # The fewest rows of the longest request (``max_query_len``) that take the wgmma hot pass by
-# default: from 3, its blocks are of 4 rows.
-WGMMA_MIN_ROWS = 3
+# default: from 2, in blocks of 2 rows (four warpgroups per program) and of 4 (from 3 rows).
+WGMMA_MIN_ROWS = 2
 
 
 def wgmma_default(word_fed: bool, gpu: bool, asm: bool, heads: int, device, q_payload: torch.Tensor, kernel,
@@ -270,23 +291,20 @@ def wgmma_default(word_fed: bool, gpu: bool, asm: bool, heads: int, device, q_pa
     """Whether a launch that names no ``wgmma`` takes the wgmma hot pass: where ``check_wgmma``'s
     conditions hold (an sm_90 CUDA device, FP4 queries on the word-fed pass with the PTX builder,
     64 heads, 16-byte-aligned query rows, a kernel that takes ``WGMMA``; the same check, so the
-    two cannot drift apart), for blocks of 4 rows (a longest request of ``WGMMA_MIN_ROWS`` rows
-    or more), launched with real tensors; while tracing (fake tensors) only where the kernel's
-    pass needs no register cap (four warpgroups per program, ``wgmma_warps``).
+    two cannot drift apart), for a longest request of ``WGMMA_MIN_ROWS`` rows or more (blocks of
+    2 or 4 rows), launched with real tensors, or while tracing (fake tensors) where the kernel's
+    pass runs four warpgroups per program (``wgmma_warps``: it needs no register cap, and
+    Inductor's launches of a user kernel drop ``maxnreg``; a kernel copy of one warpgroup only
+    keeps the default hot pass there).
 
-    H100, A/B in one call (docs/benchmarks.md, stop 54): 64 x 32768 next_n=4 171.0-171.1 us
-    against 201.6-204.5 with ``wgmma=0``; next_n=3 (one 4-row block against two 2-row blocks)
-    166.1-166.3 against 200.7-200.8. At 2-row blocks it is slower (stop 53: next_n=2 113.1
-    against 106.6-107.4; 16 x 131072 111.1 against 103.3-103.5), so those keep the default.
-    Not while tracing (fake tensors) at one warpgroup per program: its register cap is a
-    ``maxnreg`` launch option, which Inductor's launches of a user kernel drop (its configs keep
-    warps and stages). Traced without the cap (H100, torch 2.11, stop 54), the pass gives eager's
-    bits but no time: 202.7 us at two programs per SM, 267.3 at the capped plan's three, against
-    201.7 for the default hot pass compiled. There the default hot pass runs, so at these shapes
-    eager and compiled logits agree to float32 rounding, not bit for bit (docs/compile.md)."""
+    H100, A/B (docs/benchmarks.md): 64 x 32768 next_n=4 162.1-163.3 us at one warpgroup per
+    program (stop 61) against 201.6-204.5 with ``wgmma=0`` (stop 54); next_n=3 159.0-159.4
+    against 200.7-200.8; next_n=2 at four warpgroups 101.9-102.7 against 104.4-105.6; 16 x
+    131072 98.0-99.5 against 103.1-104.6. Traced at 4 rows (four warpgroups, no cap) 172.3 us
+    with eager's bits, where the default hot pass compiled took 201.7 (stops 61 and 54)."""
     if not (isinstance(max_query_len, int) and max_query_len >= WGMMA_MIN_ROWS):
         return False
-    if is_fake(out) and wgmma_warps(kernel) == 4:
+    if is_fake(out) and 16 not in wgmma_warps(kernel):
         return False
     try:
         check_wgmma(word_fed, gpu, asm, heads, device, q_payload, kernel)
@@ -395,13 +413,17 @@ def launch_score_paged(
             raise ValueError(f"exact_rows: expected a power of two dividing the hot pass's {rows_per_block} rows "
                              f"per block, got {exact_rows!r}")
         row_split = rows_per_block // exact_rows
-    warps_of_wgmma = wgmma_warps(kernel) if wgmma else 4
+    pass_warps = 4
+    if wgmma:
+        # The pass's warps: the tuning's, else the default by rows (``wgmma_pass_warps``); either
+        # among its kernel's (``wgmma_warps``), a page per tile.
+        offered = wgmma_warps(kernel)
+        pass_warps = tuning.get("num_warps", wgmma_pass_warps(rows_per_block, is_fake(out), offered))
+        if pass_warps not in offered or tuning.get("tile_pages", 1) != 1:
+            raise ValueError(f"wgmma: the kernel's pass runs one page per tile on {' or '.join(map(str, offered))} "
+                             f"warps, got tile_pages={tuning.get('tile_pages', 1)}, num_warps={pass_warps}")
     tile_pages, num_warps, per_sm, pairs, split, setup = launch_plan(word_fed, rows_per_block * heads, tuning, wgmma,
-                                                                     warps_of_wgmma)
-    if wgmma and (tile_pages, num_warps) != (1, warps_of_wgmma):
-        # The pass's warps are its kernel's (``wgmma_warps``), a page per tile.
-        raise ValueError(f"wgmma: the kernel's pass runs one page per tile on {warps_of_wgmma} warps, got "
-                         f"tile_pages={tile_pages}, num_warps={num_warps}")
+                                                                     pass_warps)
     if word_fed and not wgmma and (64 * tile_pages) % (16 * num_warps):
         raise ValueError(f"tile_pages: the word-fed loop needs 64 * tile_pages to be a multiple of 16 * num_warps, "
                          f"got tile_pages={tile_pages} with num_warps={num_warps}")
@@ -421,7 +443,7 @@ def launch_score_paged(
     flags = torch.empty(grid[0] * grid[1], dtype=torch.uint8, device=out.device) if exact == "fixup" else query_starts
     maxnreg = tuning.get("maxnreg")
     # The wgmma hot pass's cap, on its launch only (the exact pass keeps its own registers).
-    hot_maxnreg = maxnreg or (WGMMA_REGISTERS[rows_per_block * heads] if wgmma and warps_of_wgmma == 4 else None)
+    hot_maxnreg = maxnreg or (WGMMA_REGISTERS[rows_per_block * heads] if wgmma and pass_warps == 4 else None)
     # A kernel copy from before PDL (benchmarks/score_variants.py) takes neither the constexpr nor
     # the launch option: a dependent launch of a kernel that does not wait would race.
     takes_pdl = "PDL" in kernel.arg_names

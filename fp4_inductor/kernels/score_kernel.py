@@ -11,7 +11,8 @@ from .ptx import (PINGPONG_1, PINGPONG_8, PINGPONG_32, PINGPONG_FIRST, PINGPONG_
 from .score_math import (FOLD_LIMIT, exact_tile, float_query_operands, fold_classes, folded_logits, key_dot,
                          key_operands, power_of_two, query_operands, store_exact_logits, word_operands)
 from .score_tiles import load_key_bytes, store_tile, tile_keys, tile_outputs, tile_page_ids
-from .score_wgmma import WARPS as WGMMA_WARPS, wgmma_request
+# WGMMA_WARPS: the warps the wgmma pass takes (the launcher reads them: score.wgmma_warps).
+from .score_wgmma import PASS_WARPS as WGMMA_WARPS, wgmma_request
 
 SCHEDULE_CHUNK = 128  # the schedule's step (requests per step) where score.schedule_chunk knows no better
 # The word-fed exact pass's scan: steps (of 4 * WARPS pages) per group, a bit each in an int32.
@@ -56,12 +57,12 @@ def score_request(
         page_begin = share_begin
         page_end = tl.minimum(share_end, pages_needed)
         if WGMMA != 0 and page_begin < page_end:
-            tl.static_assert(MODE == 1 and WARPS == WGMMA_WARPS and TILE_PAGES == 1 and HEADS == 64,
-                             "the wgmma hot pass: MODE 1, its warps (score_wgmma.WARPS), a page per tile, 64 heads")
+            tl.static_assert(MODE == 1 and TILE_PAGES == 1 and HEADS == 64,
+                             "the wgmma hot pass: MODE 1, a page per tile, 64 heads (its warps: wgmma_request)")
             fewest = wgmma_request(
                 fewest, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, weights_ptr,
                 weights_stride, weights_head_stride, block_table_ptr + request.to(tl.int64) * block_table_stride,
-                block_table_page_stride, first_row, rows_here, row_ends, page_begin, page_end, ROWS)
+                block_table_page_stride, first_row, rows_here, row_ends, page_begin, page_end, ROWS, WARPS)
         if WGMMA == 0 and page_begin < page_end:
             bt_row = block_table_ptr + request.to(tl.int64) * block_table_stride
             # The 16-warp hot loop's first tile (page ids, then keys) is asked for before the query

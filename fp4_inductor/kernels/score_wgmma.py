@@ -6,8 +6,8 @@ import triton.language as tl
 
 from .score_math import power_of_two
 
-# The launch's warps (score.launch_plan); each function below takes them all.
-WARPS = tl.constexpr(4)
+# The launch's warps that the pass takes, 4 per warpgroup (score.launch_plan picks one).
+PASS_WARPS = (4, 16)
 DECLARE_64 = tl.constexpr('{ .shared .align 1024 .b8 fp4_queries[8192]; mov.u32 $0, fp4_queries; }')
 DECLARE_128 = tl.constexpr('{ .shared .align 1024 .b8 fp4_queries[16384]; mov.u32 $0, fp4_queries; }')
 DECLARE_256 = tl.constexpr('{ .shared .align 1024 .b8 fp4_queries[32768]; mov.u32 $0, fp4_queries; }')
@@ -63,9 +63,9 @@ WAIT_256_2 = tl.constexpr('{ .shared .align 4 .b32 fp4_order[128]; .reg .u32 o, 
 
 
 @triton.jit
-def wgmma_rows2(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, weights_ptr,
-                weights_stride, weights_head_stride, bt_row, block_table_page_stride, first_row, rows_here,
-                row_ends, page_begin, page_end):
+def wgmma_rows2_g1(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride,
+                   weights_ptr, weights_stride, weights_head_stride, bt_row, block_table_page_stride, first_row,
+                   rows_here, row_ends, page_begin, page_end):
     ROWS: tl.constexpr = 2
     thread = tl.arange(0, 128)
     zero = tl.zeros([128], tl.int32)
@@ -443,9 +443,299 @@ def wgmma_rows2(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cac
 
 
 @triton.jit
-def wgmma_rows4(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, weights_ptr,
-                weights_stride, weights_head_stride, bt_row, block_table_page_stride, first_row, rows_here,
-                row_ends, page_begin, page_end):
+def wgmma_rows2_g4(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride,
+                   weights_ptr, weights_stride, weights_head_stride, bt_row, block_table_page_stride, first_row,
+                   rows_here, row_ends, page_begin, page_end):
+    ROWS: tl.constexpr = 2
+    thread = tl.arange(0, 512)
+    zero = tl.zeros([512], tl.int32)
+    lane = thread % 128
+    group = thread // 128
+    t = thread % 4
+    odd = (t & 1) != 0
+    second = (t & 2) != 0
+    tok_lo = 16 * (lane // 32) + lane % 32 // 4
+    tok_hi = tok_lo + 8
+    scale_lo = 4096 + t * 64 + (tok_lo % 16) * 4 + tok_lo // 16
+    scale_hi = 4096 + t * 64 + (tok_hi % 16) * 4 + tok_hi // 16
+    fewest = zero + 3
+    query_fold = zero + 3
+    # The arrays are the program's for every request it scores: every thread past the last
+    # request's tiles (whose epilogue reads the weights) before they are written again.
+    queries = tl.inline_asm_elementwise(DECLARE_128, "=r,r", [thread], dtype=tl.int32, is_pure=True, pack=1)
+    weights_at = tl.inline_asm_elementwise(DECLARE_W128, "=r,r", [thread], dtype=tl.int32, is_pure=True, pack=1)
+    queries, weights_at = tl.inline_asm_elementwise(BARRIER, "=r,=r,r,r,r", [queries, weights_at, zero + first_row],
+                                                    dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    words = q_payload_ptr.to(tl.pointer_type(tl.int32))
+    stored = zero
+    unit_0 = 0 * 512 + thread
+    col_0 = unit_0 // 4
+    head_0 = col_0 % 64
+    ok_0 = col_0 // 64 < rows_here
+    r64_0 = (first_row + tl.where(ok_0, col_0 // 64, 0)).to(tl.int64)
+    at_0 = (words + (r64_0 * 64 + head_0) * 16 + t * 4).to(tl.int64)
+    v0_0, v1_0, v2_0, v3_0 = tl.inline_asm_elementwise(LOAD4, LOAD4_C, [at_0], dtype=(tl.int32,) * 4, is_pure=True, pack=1)
+    qexp_0 = tl.load(q_scales_ptr + r64_0 * 256 + t * 64 + (head_0 % 16) * 4 + head_0 // 16, mask=ok_0, other=127).to(tl.int32)
+    weight_0 = tl.load(weights_ptr + r64_0 * weights_stride + head_0 * weights_head_stride, mask=ok_0 & (t == 0), other=0.0)
+    qmax = tl.inline_asm_elementwise(QMAX, '=r,r', [qexp_0], dtype=tl.int32, is_pure=True, pack=1)
+    shift = 3 - (qmax - qexp_0)
+    query_fold = tl.minimum(query_fold, shift)
+    lo, hi = tl.inline_asm_elementwise(TABLES, '=r,=r,r', [shift], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    p0, p1 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [tl.where(ok_0, v0_0, 0), lo, hi], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    q_at = queries + 0 * 4096 + col_0 // 8 * 256 + col_0 % 8 * 16 + t * 4
+    stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at, p0], dtype=tl.int32, is_pure=True, pack=1)
+    stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at + 128, p1], dtype=tl.int32, is_pure=True, pack=1)
+    p0, p1 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [tl.where(ok_0, v1_0, 0), lo, hi], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    q_at = queries + 1 * 4096 + col_0 // 8 * 256 + col_0 % 8 * 16 + t * 4
+    stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at, p0], dtype=tl.int32, is_pure=True, pack=1)
+    stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at + 128, p1], dtype=tl.int32, is_pure=True, pack=1)
+    p0, p1 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [tl.where(ok_0, v2_0, 0), lo, hi], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    q_at = queries + 2 * 4096 + col_0 // 8 * 256 + col_0 % 8 * 16 + t * 4
+    stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at, p0], dtype=tl.int32, is_pure=True, pack=1)
+    stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at + 128, p1], dtype=tl.int32, is_pure=True, pack=1)
+    p0, p1 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [tl.where(ok_0, v3_0, 0), lo, hi], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    q_at = queries + 3 * 4096 + col_0 // 8 * 256 + col_0 % 8 * 16 + t * 4
+    stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at, p0], dtype=tl.int32, is_pure=True, pack=1)
+    stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at + 128, p1], dtype=tl.int32, is_pure=True, pack=1)
+    folded = tl.where(ok_0, weight_0 * power_of_two(qmax, 0.0625), 0.0).to(tl.int32, bitcast=True)
+    stored += tl.inline_asm_elementwise(STORE_IF, '=r,r,r,r', [weights_at + col_0 * 4, folded, (t == 0).to(tl.int32)], dtype=tl.int32, is_pure=True, pack=1)
+    queries, weights_at = tl.inline_asm_elementwise(PUBLISH_BOTH, "=r,=r,r,r,r", [stored, queries, weights_at],
+                                                    dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    query_descriptor = ((queries >> 4) & 0x3FFF) | 0x80000
+    weights_at = weights_at + 8 * t
+    limit0 = tl.where(0 < rows_here, tl.minimum(tl.sum(tl.where(tl.arange(0, ROWS) == 0, row_ends, 0), axis=0), page_end * 64), 0)
+    limit1 = tl.where(1 < rows_here, tl.minimum(tl.sum(tl.where(tl.arange(0, ROWS) == 1, row_ends, 0), axis=0), page_end * 64), 0)
+    out_row0 = (first_row + 0).to(tl.int64) * out_stride
+    out_row1 = (first_row + 1).to(tl.int64) * out_stride
+    last = page_end - 1
+    base = cache_ptr + (tl.load(bt_row + tl.minimum(page_begin + group + 0, last) * block_table_page_stride).to(tl.uint32).to(tl.int64)) * page_stride
+    q0x0, q0x1, q0x2, q0x3 = tl.inline_asm_elementwise(LOAD4, LOAD4_C, [base.to(tl.int64) + t * 1024 + tok_lo * 16], dtype=(tl.int32,) * 4, is_pure=True, pack=1)
+    q0y0, q0y1, q0y2, q0y3 = tl.inline_asm_elementwise(LOAD4, LOAD4_C, [base.to(tl.int64) + t * 1024 + tok_hi * 16], dtype=(tl.int32,) * 4, is_pure=True, pack=1)
+    q0el = tl.load(base + scale_lo).to(tl.int32)
+    q0eh = tl.load(base + scale_hi).to(tl.int32)
+    q0e = q0el | (q0eh << 16)
+    base = cache_ptr + (tl.load(bt_row + tl.minimum(page_begin + group + 4, last) * block_table_page_stride).to(tl.uint32).to(tl.int64)) * page_stride
+    q1x0, q1x1, q1x2, q1x3 = tl.inline_asm_elementwise(LOAD4, LOAD4_C, [base.to(tl.int64) + t * 1024 + tok_lo * 16], dtype=(tl.int32,) * 4, is_pure=True, pack=1)
+    q1y0, q1y1, q1y2, q1y3 = tl.inline_asm_elementwise(LOAD4, LOAD4_C, [base.to(tl.int64) + t * 1024 + tok_hi * 16], dtype=(tl.int32,) * 4, is_pure=True, pack=1)
+    q1el = tl.load(base + scale_lo).to(tl.int32)
+    q1eh = tl.load(base + scale_hi).to(tl.int32)
+    q1e = q1el | (q1eh << 16)
+    k0 = tl.inline_asm_elementwise(KMAX, '=r,r', [q0e], dtype=tl.int32, is_pure=True, pack=1)
+    s_lo = 3 - ((k0 & 0xFFFF) - (q0e & 0xFFFF))
+    s_hi = 3 - ((k0 >> 16) - (q0e >> 16))
+    fewest = tl.minimum(fewest, tl.minimum(s_lo, s_hi))
+    lo_l, hi_l = tl.inline_asm_elementwise(TABLES, '=r,=r,r', [s_lo], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    lo_h, hi_h = tl.inline_asm_elementwise(TABLES, '=r,=r,r', [s_hi], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    a0_0, a0_2 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [q0x0, lo_l, hi_l], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    a0_1, a0_3 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [q0y0, lo_h, hi_h], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    a0_4, a0_6 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [q0x1, lo_l, hi_l], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    a0_5, a0_7 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [q0y1, lo_h, hi_h], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    a0_8, a0_10 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [q0x2, lo_l, hi_l], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    a0_9, a0_11 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [q0y2, lo_h, hi_h], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    a0_12, a0_14 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [q0x3, lo_l, hi_l], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    a0_13, a0_15 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [q0y3, lo_h, hi_h], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    page0 = tl.load(bt_row + tl.minimum(page_begin + group + 8, last) * block_table_page_stride).to(tl.uint32).to(tl.int64)
+    for T0 in range(page_begin, page_end, 4):
+        T = T0 + group
+        base = cache_ptr + (page0) * page_stride
+        q2x0, q2x1, q2x2, q2x3 = tl.inline_asm_elementwise(LOAD4, LOAD4_C, [base.to(tl.int64) + t * 1024 + tok_lo * 16], dtype=(tl.int32,) * 4, is_pure=True, pack=1)
+        q2y0, q2y1, q2y2, q2y3 = tl.inline_asm_elementwise(LOAD4, LOAD4_C, [base.to(tl.int64) + t * 1024 + tok_hi * 16], dtype=(tl.int32,) * 4, is_pure=True, pack=1)
+        q2el = tl.load(base + scale_lo).to(tl.int32)
+        q2eh = tl.load(base + scale_hi).to(tl.int32)
+        page0 = tl.load(bt_row + tl.minimum(T + 12, last) * block_table_page_stride).to(tl.uint32).to(tl.int64)
+        d0_0, d0_1, d0_2, d0_3, d0_4, d0_5, d0_6, d0_7, d0_8, d0_9, d0_10, d0_11, d0_12, d0_13, d0_14, d0_15, d0_16, d0_17, d0_18, d0_19, d0_20, d0_21, d0_22, d0_23, d0_24, d0_25, d0_26, d0_27, d0_28, d0_29, d0_30, d0_31 = tl.inline_asm_elementwise(ISSUE_128_H0, ISSUE_C_64, [a0_0, a0_1, a0_2, a0_3, a0_4, a0_5, a0_6, a0_7, a0_8, a0_9, a0_10, a0_11, a0_12, a0_13, a0_14, a0_15, query_descriptor], dtype=(tl.int32,) * 32, is_pure=True, pack=1)
+        d0_0, d0_1, d0_2, d0_3, d0_4, d0_5, d0_6, d0_7, d0_8, d0_9, d0_10, d0_11, d0_12, d0_13, d0_14, d0_15, d0_16, d0_17, d0_18, d0_19, d0_20, d0_21, d0_22, d0_23, d0_24, d0_25, d0_26, d0_27, d0_28, d0_29, d0_30, d0_31 = tl.inline_asm_elementwise(WAIT_64_0, WAIT_C_64, [d0_0, d0_1, d0_2, d0_3, d0_4, d0_5, d0_6, d0_7, d0_8, d0_9, d0_10, d0_11, d0_12, d0_13, d0_14, d0_15, d0_16, d0_17, d0_18, d0_19, d0_20, d0_21, d0_22, d0_23, d0_24, d0_25, d0_26, d0_27, d0_28, d0_29, d0_30, d0_31, zero], dtype=(tl.int32,) * 32, is_pure=True, pack=1)
+        at_w = weights_at + (k0 >> 24)
+        w0, w1 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 0], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w2, w3 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 32], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w4, w5 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 64], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w6, w7 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 96], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w8, w9 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 128], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w10, w11 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 160], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w12, w13 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 192], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w14, w15 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 224], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        u0 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_0], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u1 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_1], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u2 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_2], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u3 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_3], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u4 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_4], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u5 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_5], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u6 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_6], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u7 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_7], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u8 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_8], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u9 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_9], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u10 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_10], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u11 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_11], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u12 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_12], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u13 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_13], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u14 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_14], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u15 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_15], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u16 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_16], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u17 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_17], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u18 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_18], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u19 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_19], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u20 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_20], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u21 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_21], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u22 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_22], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u23 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_23], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u24 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_24], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u25 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_25], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u26 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_26], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u27 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_27], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u28 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_28], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u29 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_29], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u30 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_30], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u31 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_31], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        c0 = u0 * w0
+        c0 = tl.fma(u4, w2, c0)
+        c0 = tl.fma(u8, w4, c0)
+        c0 = tl.fma(u12, w6, c0)
+        c0 = tl.fma(u16, w8, c0)
+        c0 = tl.fma(u20, w10, c0)
+        c0 = tl.fma(u24, w12, c0)
+        c0 = tl.fma(u28, w14, c0)
+        c1 = u1 * w1
+        c1 = tl.fma(u5, w3, c1)
+        c1 = tl.fma(u9, w5, c1)
+        c1 = tl.fma(u13, w7, c1)
+        c1 = tl.fma(u17, w9, c1)
+        c1 = tl.fma(u21, w11, c1)
+        c1 = tl.fma(u25, w13, c1)
+        c1 = tl.fma(u29, w15, c1)
+        v00 = c0 + c1
+        c0 = u2 * w0
+        c0 = tl.fma(u6, w2, c0)
+        c0 = tl.fma(u10, w4, c0)
+        c0 = tl.fma(u14, w6, c0)
+        c0 = tl.fma(u18, w8, c0)
+        c0 = tl.fma(u22, w10, c0)
+        c0 = tl.fma(u26, w12, c0)
+        c0 = tl.fma(u30, w14, c0)
+        c1 = u3 * w1
+        c1 = tl.fma(u7, w3, c1)
+        c1 = tl.fma(u11, w5, c1)
+        c1 = tl.fma(u15, w7, c1)
+        c1 = tl.fma(u19, w9, c1)
+        c1 = tl.fma(u23, w11, c1)
+        c1 = tl.fma(u27, w13, c1)
+        c1 = tl.fma(u31, w15, c1)
+        v10 = c0 + c1
+        kmax = tl.where(odd, k0 >> 16, k0 & 0xFFFF)
+        scale = tl.where(kmax == 255, float('nan'), (kmax << 23).to(tl.float32, bitcast=True) * 0.0625)
+        j = (T) * 64 + tl.where(odd, tok_hi, tok_lo)
+        x = tl.where(odd, v10, v00) + tl.inline_asm_elementwise(SHFL1, '=f,f', [tl.where(odd, v00, v10)], dtype=tl.float32, is_pure=True, pack=1)
+        x = x + tl.inline_asm_elementwise(SHFL2, '=f,f', [x], dtype=tl.float32, is_pure=True, pack=1)
+        tl.store(out_ptr + out_row0 + j, x * 4194304.0 * scale, mask=(t < 2) & (j < limit0))
+        done = x.to(tl.int32, bitcast=True)
+        d0_0, d0_1, d0_2, d0_3, d0_4, d0_5, d0_6, d0_7, d0_8, d0_9, d0_10, d0_11, d0_12, d0_13, d0_14, d0_15, d0_16, d0_17, d0_18, d0_19, d0_20, d0_21, d0_22, d0_23, d0_24, d0_25, d0_26, d0_27, d0_28, d0_29, d0_30, d0_31 = tl.inline_asm_elementwise(ISSUE_128_H1, ISSUE_C_64, [a0_0, a0_1, a0_2, a0_3, a0_4, a0_5, a0_6, a0_7, a0_8, a0_9, a0_10, a0_11, a0_12, a0_13, a0_14, a0_15, query_descriptor], dtype=(tl.int32,) * 32, is_pure=True, pack=1)
+        d0_0, d0_1, d0_2, d0_3, d0_4, d0_5, d0_6, d0_7, d0_8, d0_9, d0_10, d0_11, d0_12, d0_13, d0_14, d0_15, d0_16, d0_17, d0_18, d0_19, d0_20, d0_21, d0_22, d0_23, d0_24, d0_25, d0_26, d0_27, d0_28, d0_29, d0_30, d0_31 = tl.inline_asm_elementwise(WAIT_64_0, WAIT_C_64, [d0_0, d0_1, d0_2, d0_3, d0_4, d0_5, d0_6, d0_7, d0_8, d0_9, d0_10, d0_11, d0_12, d0_13, d0_14, d0_15, d0_16, d0_17, d0_18, d0_19, d0_20, d0_21, d0_22, d0_23, d0_24, d0_25, d0_26, d0_27, d0_28, d0_29, d0_30, d0_31, done], dtype=(tl.int32,) * 32, is_pure=True, pack=1)
+        at_w = weights_at + (k0 >> 24)
+        w16, w17 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 256], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w18, w19 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 288], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w20, w21 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 320], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w22, w23 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 352], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w24, w25 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 384], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w26, w27 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 416], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w28, w29 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 448], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w30, w31 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 480], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        u0 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_0], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u1 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_1], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u2 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_2], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u3 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_3], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u4 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_4], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u5 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_5], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u6 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_6], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u7 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_7], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u8 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_8], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u9 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_9], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u10 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_10], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u11 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_11], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u12 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_12], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u13 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_13], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u14 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_14], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u15 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_15], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u16 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_16], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u17 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_17], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u18 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_18], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u19 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_19], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u20 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_20], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u21 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_21], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u22 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_22], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u23 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_23], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u24 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_24], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u25 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_25], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u26 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_26], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u27 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_27], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u28 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_28], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u29 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_29], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u30 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_30], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u31 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_31], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        c0 = u0 * w16
+        c0 = tl.fma(u4, w18, c0)
+        c0 = tl.fma(u8, w20, c0)
+        c0 = tl.fma(u12, w22, c0)
+        c0 = tl.fma(u16, w24, c0)
+        c0 = tl.fma(u20, w26, c0)
+        c0 = tl.fma(u24, w28, c0)
+        c0 = tl.fma(u28, w30, c0)
+        c1 = u1 * w17
+        c1 = tl.fma(u5, w19, c1)
+        c1 = tl.fma(u9, w21, c1)
+        c1 = tl.fma(u13, w23, c1)
+        c1 = tl.fma(u17, w25, c1)
+        c1 = tl.fma(u21, w27, c1)
+        c1 = tl.fma(u25, w29, c1)
+        c1 = tl.fma(u29, w31, c1)
+        v00 = c0 + c1
+        c0 = u2 * w16
+        c0 = tl.fma(u6, w18, c0)
+        c0 = tl.fma(u10, w20, c0)
+        c0 = tl.fma(u14, w22, c0)
+        c0 = tl.fma(u18, w24, c0)
+        c0 = tl.fma(u22, w26, c0)
+        c0 = tl.fma(u26, w28, c0)
+        c0 = tl.fma(u30, w30, c0)
+        c1 = u3 * w17
+        c1 = tl.fma(u7, w19, c1)
+        c1 = tl.fma(u11, w21, c1)
+        c1 = tl.fma(u15, w23, c1)
+        c1 = tl.fma(u19, w25, c1)
+        c1 = tl.fma(u23, w27, c1)
+        c1 = tl.fma(u27, w29, c1)
+        c1 = tl.fma(u31, w31, c1)
+        v10 = c0 + c1
+        kmax = tl.where(odd, k0 >> 16, k0 & 0xFFFF)
+        scale = tl.where(kmax == 255, float('nan'), (kmax << 23).to(tl.float32, bitcast=True) * 0.0625)
+        j = (T) * 64 + tl.where(odd, tok_hi, tok_lo)
+        x = tl.where(odd, v10, v00) + tl.inline_asm_elementwise(SHFL1, '=f,f', [tl.where(odd, v00, v10)], dtype=tl.float32, is_pure=True, pack=1)
+        x = x + tl.inline_asm_elementwise(SHFL2, '=f,f', [x], dtype=tl.float32, is_pure=True, pack=1)
+        tl.store(out_ptr + out_row1 + j, x * 4194304.0 * scale, mask=(t < 2) & (j < limit1))
+        done = x.to(tl.int32, bitcast=True)
+        k0 = tl.inline_asm_elementwise(KMAX, '=r,r', [q1e], dtype=tl.int32, is_pure=True, pack=1)
+        s_lo = 3 - ((k0 & 0xFFFF) - (q1e & 0xFFFF))
+        s_hi = 3 - ((k0 >> 16) - (q1e >> 16))
+        fewest = tl.minimum(fewest, tl.minimum(s_lo, s_hi))
+        lo_l, hi_l = tl.inline_asm_elementwise(TABLES, '=r,=r,r', [s_lo], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+        lo_h, hi_h = tl.inline_asm_elementwise(TABLES, '=r,=r,r', [s_hi], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+        a0_0, a0_2 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [q1x0, lo_l, hi_l], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+        a0_1, a0_3 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [q1y0, lo_h, hi_h], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+        a0_4, a0_6 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [q1x1, lo_l, hi_l], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+        a0_5, a0_7 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [q1y1, lo_h, hi_h], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+        a0_8, a0_10 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [q1x2, lo_l, hi_l], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+        a0_9, a0_11 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [q1y2, lo_h, hi_h], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+        a0_12, a0_14 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [q1x3, lo_l, hi_l], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+        a0_13, a0_15 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [q1y3, lo_h, hi_h], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+        q1x0, q1x1, q1x2, q1x3 = q2x0, q2x1, q2x2, q2x3
+        q1y0, q1y1, q1y2, q1y3 = q2y0, q2y1, q2y2, q2y3
+        q1e = q2el | (q2eh << 16)
+    keys = tl.min(fewest, axis=0)
+    return tl.minimum(fewest_in, tl.where(tl.min(query_fold, axis=0) < 0, -1, keys))
+
+
+@triton.jit
+def wgmma_rows4_g1(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride,
+                   weights_ptr, weights_stride, weights_head_stride, bt_row, block_table_page_stride, first_row,
+                   rows_here, row_ends, page_begin, page_end):
     ROWS: tl.constexpr = 4
     thread = tl.arange(0, 128)
     zero = tl.zeros([128], tl.int32)
@@ -1109,20 +1399,519 @@ def wgmma_rows4(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cac
 
 
 @triton.jit
+def wgmma_rows4_g4(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride,
+                   weights_ptr, weights_stride, weights_head_stride, bt_row, block_table_page_stride, first_row,
+                   rows_here, row_ends, page_begin, page_end):
+    ROWS: tl.constexpr = 4
+    thread = tl.arange(0, 512)
+    zero = tl.zeros([512], tl.int32)
+    lane = thread % 128
+    group = thread // 128
+    t = thread % 4
+    odd = (t & 1) != 0
+    second = (t & 2) != 0
+    tok_lo = 16 * (lane // 32) + lane % 32 // 4
+    tok_hi = tok_lo + 8
+    scale_lo = 4096 + t * 64 + (tok_lo % 16) * 4 + tok_lo // 16
+    scale_hi = 4096 + t * 64 + (tok_hi % 16) * 4 + tok_hi // 16
+    fewest = zero + 3
+    query_fold = zero + 3
+    # The arrays are the program's for every request it scores: every thread past the last
+    # request's tiles (whose epilogue reads the weights) before they are written again.
+    queries = tl.inline_asm_elementwise(DECLARE_256, "=r,r", [thread], dtype=tl.int32, is_pure=True, pack=1)
+    weights_at = tl.inline_asm_elementwise(DECLARE_W256, "=r,r", [thread], dtype=tl.int32, is_pure=True, pack=1)
+    queries, weights_at = tl.inline_asm_elementwise(BARRIER, "=r,=r,r,r,r", [queries, weights_at, zero + first_row],
+                                                    dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    words = q_payload_ptr.to(tl.pointer_type(tl.int32))
+    stored = zero
+    unit_0 = 0 * 512 + thread
+    col_0 = unit_0 // 4
+    head_0 = col_0 % 64
+    ok_0 = col_0 // 64 < rows_here
+    r64_0 = (first_row + tl.where(ok_0, col_0 // 64, 0)).to(tl.int64)
+    at_0 = (words + (r64_0 * 64 + head_0) * 16 + t * 4).to(tl.int64)
+    v0_0, v1_0, v2_0, v3_0 = tl.inline_asm_elementwise(LOAD4, LOAD4_C, [at_0], dtype=(tl.int32,) * 4, is_pure=True, pack=1)
+    qexp_0 = tl.load(q_scales_ptr + r64_0 * 256 + t * 64 + (head_0 % 16) * 4 + head_0 // 16, mask=ok_0, other=127).to(tl.int32)
+    weight_0 = tl.load(weights_ptr + r64_0 * weights_stride + head_0 * weights_head_stride, mask=ok_0 & (t == 0), other=0.0)
+    unit_1 = 1 * 512 + thread
+    col_1 = unit_1 // 4
+    head_1 = col_1 % 64
+    ok_1 = col_1 // 64 < rows_here
+    r64_1 = (first_row + tl.where(ok_1, col_1 // 64, 0)).to(tl.int64)
+    at_1 = (words + (r64_1 * 64 + head_1) * 16 + t * 4).to(tl.int64)
+    v0_1, v1_1, v2_1, v3_1 = tl.inline_asm_elementwise(LOAD4, LOAD4_C, [at_1], dtype=(tl.int32,) * 4, is_pure=True, pack=1)
+    qexp_1 = tl.load(q_scales_ptr + r64_1 * 256 + t * 64 + (head_1 % 16) * 4 + head_1 // 16, mask=ok_1, other=127).to(tl.int32)
+    weight_1 = tl.load(weights_ptr + r64_1 * weights_stride + head_1 * weights_head_stride, mask=ok_1 & (t == 0), other=0.0)
+    qmax = tl.inline_asm_elementwise(QMAX, '=r,r', [qexp_0], dtype=tl.int32, is_pure=True, pack=1)
+    shift = 3 - (qmax - qexp_0)
+    query_fold = tl.minimum(query_fold, shift)
+    lo, hi = tl.inline_asm_elementwise(TABLES, '=r,=r,r', [shift], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    p0, p1 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [tl.where(ok_0, v0_0, 0), lo, hi], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    q_at = queries + 0 * 8192 + col_0 // 8 * 256 + col_0 % 8 * 16 + t * 4
+    stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at, p0], dtype=tl.int32, is_pure=True, pack=1)
+    stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at + 128, p1], dtype=tl.int32, is_pure=True, pack=1)
+    p0, p1 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [tl.where(ok_0, v1_0, 0), lo, hi], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    q_at = queries + 1 * 8192 + col_0 // 8 * 256 + col_0 % 8 * 16 + t * 4
+    stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at, p0], dtype=tl.int32, is_pure=True, pack=1)
+    stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at + 128, p1], dtype=tl.int32, is_pure=True, pack=1)
+    p0, p1 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [tl.where(ok_0, v2_0, 0), lo, hi], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    q_at = queries + 2 * 8192 + col_0 // 8 * 256 + col_0 % 8 * 16 + t * 4
+    stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at, p0], dtype=tl.int32, is_pure=True, pack=1)
+    stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at + 128, p1], dtype=tl.int32, is_pure=True, pack=1)
+    p0, p1 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [tl.where(ok_0, v3_0, 0), lo, hi], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    q_at = queries + 3 * 8192 + col_0 // 8 * 256 + col_0 % 8 * 16 + t * 4
+    stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at, p0], dtype=tl.int32, is_pure=True, pack=1)
+    stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at + 128, p1], dtype=tl.int32, is_pure=True, pack=1)
+    folded = tl.where(ok_0, weight_0 * power_of_two(qmax, 0.0625), 0.0).to(tl.int32, bitcast=True)
+    stored += tl.inline_asm_elementwise(STORE_IF, '=r,r,r,r', [weights_at + col_0 * 4, folded, (t == 0).to(tl.int32)], dtype=tl.int32, is_pure=True, pack=1)
+    qmax = tl.inline_asm_elementwise(QMAX, '=r,r', [qexp_1], dtype=tl.int32, is_pure=True, pack=1)
+    shift = 3 - (qmax - qexp_1)
+    query_fold = tl.minimum(query_fold, shift)
+    lo, hi = tl.inline_asm_elementwise(TABLES, '=r,=r,r', [shift], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    p0, p1 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [tl.where(ok_1, v0_1, 0), lo, hi], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    q_at = queries + 0 * 8192 + col_1 // 8 * 256 + col_1 % 8 * 16 + t * 4
+    stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at, p0], dtype=tl.int32, is_pure=True, pack=1)
+    stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at + 128, p1], dtype=tl.int32, is_pure=True, pack=1)
+    p0, p1 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [tl.where(ok_1, v1_1, 0), lo, hi], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    q_at = queries + 1 * 8192 + col_1 // 8 * 256 + col_1 % 8 * 16 + t * 4
+    stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at, p0], dtype=tl.int32, is_pure=True, pack=1)
+    stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at + 128, p1], dtype=tl.int32, is_pure=True, pack=1)
+    p0, p1 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [tl.where(ok_1, v2_1, 0), lo, hi], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    q_at = queries + 2 * 8192 + col_1 // 8 * 256 + col_1 % 8 * 16 + t * 4
+    stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at, p0], dtype=tl.int32, is_pure=True, pack=1)
+    stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at + 128, p1], dtype=tl.int32, is_pure=True, pack=1)
+    p0, p1 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [tl.where(ok_1, v3_1, 0), lo, hi], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    q_at = queries + 3 * 8192 + col_1 // 8 * 256 + col_1 % 8 * 16 + t * 4
+    stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at, p0], dtype=tl.int32, is_pure=True, pack=1)
+    stored += tl.inline_asm_elementwise(STORE, '=r,r,r', [q_at + 128, p1], dtype=tl.int32, is_pure=True, pack=1)
+    folded = tl.where(ok_1, weight_1 * power_of_two(qmax, 0.0625), 0.0).to(tl.int32, bitcast=True)
+    stored += tl.inline_asm_elementwise(STORE_IF, '=r,r,r,r', [weights_at + col_1 * 4, folded, (t == 0).to(tl.int32)], dtype=tl.int32, is_pure=True, pack=1)
+    queries, weights_at = tl.inline_asm_elementwise(PUBLISH_BOTH, "=r,=r,r,r,r", [stored, queries, weights_at],
+                                                    dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    query_descriptor = ((queries >> 4) & 0x3FFF) | 0x80000
+    weights_at = weights_at + 8 * t
+    limit0 = tl.where(0 < rows_here, tl.minimum(tl.sum(tl.where(tl.arange(0, ROWS) == 0, row_ends, 0), axis=0), page_end * 64), 0)
+    limit1 = tl.where(1 < rows_here, tl.minimum(tl.sum(tl.where(tl.arange(0, ROWS) == 1, row_ends, 0), axis=0), page_end * 64), 0)
+    limit2 = tl.where(2 < rows_here, tl.minimum(tl.sum(tl.where(tl.arange(0, ROWS) == 2, row_ends, 0), axis=0), page_end * 64), 0)
+    limit3 = tl.where(3 < rows_here, tl.minimum(tl.sum(tl.where(tl.arange(0, ROWS) == 3, row_ends, 0), axis=0), page_end * 64), 0)
+    out_row0 = (first_row + 0).to(tl.int64) * out_stride
+    out_row1 = (first_row + 1).to(tl.int64) * out_stride
+    out_row2 = (first_row + 2).to(tl.int64) * out_stride
+    out_row3 = (first_row + 3).to(tl.int64) * out_stride
+    last = page_end - 1
+    base = cache_ptr + (tl.load(bt_row + tl.minimum(page_begin + group + 0, last) * block_table_page_stride).to(tl.uint32).to(tl.int64)) * page_stride
+    q0x0, q0x1, q0x2, q0x3 = tl.inline_asm_elementwise(LOAD4, LOAD4_C, [base.to(tl.int64) + t * 1024 + tok_lo * 16], dtype=(tl.int32,) * 4, is_pure=True, pack=1)
+    q0y0, q0y1, q0y2, q0y3 = tl.inline_asm_elementwise(LOAD4, LOAD4_C, [base.to(tl.int64) + t * 1024 + tok_hi * 16], dtype=(tl.int32,) * 4, is_pure=True, pack=1)
+    q0el = tl.load(base + scale_lo).to(tl.int32)
+    q0eh = tl.load(base + scale_hi).to(tl.int32)
+    q0e = q0el | (q0eh << 16)
+    base = cache_ptr + (tl.load(bt_row + tl.minimum(page_begin + group + 4, last) * block_table_page_stride).to(tl.uint32).to(tl.int64)) * page_stride
+    q1x0, q1x1, q1x2, q1x3 = tl.inline_asm_elementwise(LOAD4, LOAD4_C, [base.to(tl.int64) + t * 1024 + tok_lo * 16], dtype=(tl.int32,) * 4, is_pure=True, pack=1)
+    q1y0, q1y1, q1y2, q1y3 = tl.inline_asm_elementwise(LOAD4, LOAD4_C, [base.to(tl.int64) + t * 1024 + tok_hi * 16], dtype=(tl.int32,) * 4, is_pure=True, pack=1)
+    q1el = tl.load(base + scale_lo).to(tl.int32)
+    q1eh = tl.load(base + scale_hi).to(tl.int32)
+    q1e = q1el | (q1eh << 16)
+    k0 = tl.inline_asm_elementwise(KMAX, '=r,r', [q0e], dtype=tl.int32, is_pure=True, pack=1)
+    s_lo = 3 - ((k0 & 0xFFFF) - (q0e & 0xFFFF))
+    s_hi = 3 - ((k0 >> 16) - (q0e >> 16))
+    fewest = tl.minimum(fewest, tl.minimum(s_lo, s_hi))
+    lo_l, hi_l = tl.inline_asm_elementwise(TABLES, '=r,=r,r', [s_lo], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    lo_h, hi_h = tl.inline_asm_elementwise(TABLES, '=r,=r,r', [s_hi], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    a0_0, a0_2 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [q0x0, lo_l, hi_l], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    a0_1, a0_3 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [q0y0, lo_h, hi_h], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    a0_4, a0_6 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [q0x1, lo_l, hi_l], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    a0_5, a0_7 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [q0y1, lo_h, hi_h], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    a0_8, a0_10 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [q0x2, lo_l, hi_l], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    a0_9, a0_11 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [q0y2, lo_h, hi_h], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    a0_12, a0_14 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [q0x3, lo_l, hi_l], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    a0_13, a0_15 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [q0y3, lo_h, hi_h], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+    page0 = tl.load(bt_row + tl.minimum(page_begin + group + 8, last) * block_table_page_stride).to(tl.uint32).to(tl.int64)
+    for T0 in range(page_begin, page_end, 4):
+        T = T0 + group
+        base = cache_ptr + (page0) * page_stride
+        q2x0, q2x1, q2x2, q2x3 = tl.inline_asm_elementwise(LOAD4, LOAD4_C, [base.to(tl.int64) + t * 1024 + tok_lo * 16], dtype=(tl.int32,) * 4, is_pure=True, pack=1)
+        q2y0, q2y1, q2y2, q2y3 = tl.inline_asm_elementwise(LOAD4, LOAD4_C, [base.to(tl.int64) + t * 1024 + tok_hi * 16], dtype=(tl.int32,) * 4, is_pure=True, pack=1)
+        q2el = tl.load(base + scale_lo).to(tl.int32)
+        q2eh = tl.load(base + scale_hi).to(tl.int32)
+        page0 = tl.load(bt_row + tl.minimum(T + 12, last) * block_table_page_stride).to(tl.uint32).to(tl.int64)
+        d0_0, d0_1, d0_2, d0_3, d0_4, d0_5, d0_6, d0_7, d0_8, d0_9, d0_10, d0_11, d0_12, d0_13, d0_14, d0_15, d0_16, d0_17, d0_18, d0_19, d0_20, d0_21, d0_22, d0_23, d0_24, d0_25, d0_26, d0_27, d0_28, d0_29, d0_30, d0_31 = tl.inline_asm_elementwise(ISSUE_256_R0, ISSUE_C_64, [a0_0, a0_1, a0_2, a0_3, a0_4, a0_5, a0_6, a0_7, a0_8, a0_9, a0_10, a0_11, a0_12, a0_13, a0_14, a0_15, query_descriptor], dtype=(tl.int32,) * 32, is_pure=True, pack=1)
+        d1_0, d1_1, d1_2, d1_3, d1_4, d1_5, d1_6, d1_7, d1_8, d1_9, d1_10, d1_11, d1_12, d1_13, d1_14, d1_15, d1_16, d1_17, d1_18, d1_19, d1_20, d1_21, d1_22, d1_23, d1_24, d1_25, d1_26, d1_27, d1_28, d1_29, d1_30, d1_31 = tl.inline_asm_elementwise(ISSUE_256_R1, ISSUE_C_64, [a0_0, a0_1, a0_2, a0_3, a0_4, a0_5, a0_6, a0_7, a0_8, a0_9, a0_10, a0_11, a0_12, a0_13, a0_14, a0_15, query_descriptor], dtype=(tl.int32,) * 32, is_pure=True, pack=1)
+        d0_0, d0_1, d0_2, d0_3, d0_4, d0_5, d0_6, d0_7, d0_8, d0_9, d0_10, d0_11, d0_12, d0_13, d0_14, d0_15, d0_16, d0_17, d0_18, d0_19, d0_20, d0_21, d0_22, d0_23, d0_24, d0_25, d0_26, d0_27, d0_28, d0_29, d0_30, d0_31 = tl.inline_asm_elementwise(WAIT_64_1, WAIT_C_64, [d0_0, d0_1, d0_2, d0_3, d0_4, d0_5, d0_6, d0_7, d0_8, d0_9, d0_10, d0_11, d0_12, d0_13, d0_14, d0_15, d0_16, d0_17, d0_18, d0_19, d0_20, d0_21, d0_22, d0_23, d0_24, d0_25, d0_26, d0_27, d0_28, d0_29, d0_30, d0_31, zero], dtype=(tl.int32,) * 32, is_pure=True, pack=1)
+        at_w = weights_at + (k0 >> 24)
+        w0, w1 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 0], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w2, w3 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 32], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w4, w5 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 64], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w6, w7 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 96], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w8, w9 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 128], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w10, w11 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 160], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w12, w13 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 192], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w14, w15 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 224], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        u0 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_0], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u1 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_1], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u2 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_2], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u3 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_3], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u4 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_4], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u5 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_5], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u6 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_6], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u7 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_7], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u8 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_8], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u9 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_9], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u10 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_10], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u11 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_11], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u12 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_12], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u13 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_13], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u14 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_14], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u15 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_15], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u16 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_16], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u17 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_17], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u18 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_18], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u19 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_19], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u20 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_20], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u21 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_21], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u22 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_22], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u23 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_23], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u24 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_24], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u25 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_25], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u26 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_26], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u27 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_27], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u28 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_28], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u29 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_29], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u30 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_30], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u31 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_31], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        c0 = u0 * w0
+        c0 = tl.fma(u4, w2, c0)
+        c0 = tl.fma(u8, w4, c0)
+        c0 = tl.fma(u12, w6, c0)
+        c0 = tl.fma(u16, w8, c0)
+        c0 = tl.fma(u20, w10, c0)
+        c0 = tl.fma(u24, w12, c0)
+        c0 = tl.fma(u28, w14, c0)
+        c1 = u1 * w1
+        c1 = tl.fma(u5, w3, c1)
+        c1 = tl.fma(u9, w5, c1)
+        c1 = tl.fma(u13, w7, c1)
+        c1 = tl.fma(u17, w9, c1)
+        c1 = tl.fma(u21, w11, c1)
+        c1 = tl.fma(u25, w13, c1)
+        c1 = tl.fma(u29, w15, c1)
+        v00 = c0 + c1
+        c0 = u2 * w0
+        c0 = tl.fma(u6, w2, c0)
+        c0 = tl.fma(u10, w4, c0)
+        c0 = tl.fma(u14, w6, c0)
+        c0 = tl.fma(u18, w8, c0)
+        c0 = tl.fma(u22, w10, c0)
+        c0 = tl.fma(u26, w12, c0)
+        c0 = tl.fma(u30, w14, c0)
+        c1 = u3 * w1
+        c1 = tl.fma(u7, w3, c1)
+        c1 = tl.fma(u11, w5, c1)
+        c1 = tl.fma(u15, w7, c1)
+        c1 = tl.fma(u19, w9, c1)
+        c1 = tl.fma(u23, w11, c1)
+        c1 = tl.fma(u27, w13, c1)
+        c1 = tl.fma(u31, w15, c1)
+        v10 = c0 + c1
+        done = v00.to(tl.int32, bitcast=True) ^ v10.to(tl.int32, bitcast=True)
+        d0_0, d0_1, d0_2, d0_3, d0_4, d0_5, d0_6, d0_7, d0_8, d0_9, d0_10, d0_11, d0_12, d0_13, d0_14, d0_15, d0_16, d0_17, d0_18, d0_19, d0_20, d0_21, d0_22, d0_23, d0_24, d0_25, d0_26, d0_27, d0_28, d0_29, d0_30, d0_31 = tl.inline_asm_elementwise(ISSUE_256_R2, ISSUE_C_64, [a0_0, a0_1, a0_2, a0_3, a0_4, a0_5, a0_6, a0_7, a0_8, a0_9, a0_10, a0_11, a0_12, a0_13, a0_14, a0_15, query_descriptor], dtype=(tl.int32,) * 32, is_pure=True, pack=1)
+        d1_0, d1_1, d1_2, d1_3, d1_4, d1_5, d1_6, d1_7, d1_8, d1_9, d1_10, d1_11, d1_12, d1_13, d1_14, d1_15, d1_16, d1_17, d1_18, d1_19, d1_20, d1_21, d1_22, d1_23, d1_24, d1_25, d1_26, d1_27, d1_28, d1_29, d1_30, d1_31 = tl.inline_asm_elementwise(WAIT_64_1, WAIT_C_64, [d1_0, d1_1, d1_2, d1_3, d1_4, d1_5, d1_6, d1_7, d1_8, d1_9, d1_10, d1_11, d1_12, d1_13, d1_14, d1_15, d1_16, d1_17, d1_18, d1_19, d1_20, d1_21, d1_22, d1_23, d1_24, d1_25, d1_26, d1_27, d1_28, d1_29, d1_30, d1_31, done], dtype=(tl.int32,) * 32, is_pure=True, pack=1)
+        at_w = weights_at + (k0 >> 24)
+        w16, w17 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 256], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w18, w19 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 288], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w20, w21 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 320], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w22, w23 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 352], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w24, w25 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 384], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w26, w27 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 416], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w28, w29 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 448], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w30, w31 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 480], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        u0 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_0], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u1 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_1], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u2 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_2], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u3 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_3], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u4 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_4], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u5 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_5], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u6 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_6], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u7 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_7], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u8 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_8], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u9 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_9], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u10 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_10], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u11 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_11], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u12 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_12], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u13 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_13], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u14 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_14], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u15 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_15], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u16 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_16], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u17 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_17], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u18 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_18], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u19 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_19], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u20 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_20], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u21 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_21], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u22 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_22], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u23 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_23], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u24 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_24], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u25 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_25], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u26 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_26], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u27 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_27], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u28 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_28], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u29 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_29], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u30 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_30], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u31 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_31], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        c0 = u0 * w16
+        c0 = tl.fma(u4, w18, c0)
+        c0 = tl.fma(u8, w20, c0)
+        c0 = tl.fma(u12, w22, c0)
+        c0 = tl.fma(u16, w24, c0)
+        c0 = tl.fma(u20, w26, c0)
+        c0 = tl.fma(u24, w28, c0)
+        c0 = tl.fma(u28, w30, c0)
+        c1 = u1 * w17
+        c1 = tl.fma(u5, w19, c1)
+        c1 = tl.fma(u9, w21, c1)
+        c1 = tl.fma(u13, w23, c1)
+        c1 = tl.fma(u17, w25, c1)
+        c1 = tl.fma(u21, w27, c1)
+        c1 = tl.fma(u25, w29, c1)
+        c1 = tl.fma(u29, w31, c1)
+        v01 = c0 + c1
+        c0 = u2 * w16
+        c0 = tl.fma(u6, w18, c0)
+        c0 = tl.fma(u10, w20, c0)
+        c0 = tl.fma(u14, w22, c0)
+        c0 = tl.fma(u18, w24, c0)
+        c0 = tl.fma(u22, w26, c0)
+        c0 = tl.fma(u26, w28, c0)
+        c0 = tl.fma(u30, w30, c0)
+        c1 = u3 * w17
+        c1 = tl.fma(u7, w19, c1)
+        c1 = tl.fma(u11, w21, c1)
+        c1 = tl.fma(u15, w23, c1)
+        c1 = tl.fma(u19, w25, c1)
+        c1 = tl.fma(u23, w27, c1)
+        c1 = tl.fma(u27, w29, c1)
+        c1 = tl.fma(u31, w31, c1)
+        v11 = c0 + c1
+        kmax = tl.where(odd, k0 >> 16, k0 & 0xFFFF)
+        scale = tl.where(kmax == 255, float('nan'), (kmax << 23).to(tl.float32, bitcast=True) * 0.0625)
+        j = (T) * 64 + tl.where(odd, tok_hi, tok_lo)
+        m0 = tl.where(odd, v10, v00) + tl.inline_asm_elementwise(SHFL1, '=f,f', [tl.where(odd, v00, v10)], dtype=tl.float32, is_pure=True, pack=1)
+        m1 = tl.where(odd, v11, v01) + tl.inline_asm_elementwise(SHFL1, '=f,f', [tl.where(odd, v01, v11)], dtype=tl.float32, is_pure=True, pack=1)
+        x = tl.where(second, m1, m0) + tl.inline_asm_elementwise(SHFL2, '=f,f', [tl.where(second, m0, m1)], dtype=tl.float32, is_pure=True, pack=1)
+        tl.store(out_ptr + tl.where(second, out_row1, out_row0) + j, x * 4194304.0 * scale, mask=j < tl.where(second, limit1, limit0))
+        done = x.to(tl.int32, bitcast=True)
+        d1_0, d1_1, d1_2, d1_3, d1_4, d1_5, d1_6, d1_7, d1_8, d1_9, d1_10, d1_11, d1_12, d1_13, d1_14, d1_15, d1_16, d1_17, d1_18, d1_19, d1_20, d1_21, d1_22, d1_23, d1_24, d1_25, d1_26, d1_27, d1_28, d1_29, d1_30, d1_31 = tl.inline_asm_elementwise(ISSUE_256_R3, ISSUE_C_64, [a0_0, a0_1, a0_2, a0_3, a0_4, a0_5, a0_6, a0_7, a0_8, a0_9, a0_10, a0_11, a0_12, a0_13, a0_14, a0_15, query_descriptor], dtype=(tl.int32,) * 32, is_pure=True, pack=1)
+        d0_0, d0_1, d0_2, d0_3, d0_4, d0_5, d0_6, d0_7, d0_8, d0_9, d0_10, d0_11, d0_12, d0_13, d0_14, d0_15, d0_16, d0_17, d0_18, d0_19, d0_20, d0_21, d0_22, d0_23, d0_24, d0_25, d0_26, d0_27, d0_28, d0_29, d0_30, d0_31 = tl.inline_asm_elementwise(WAIT_64_1, WAIT_C_64, [d0_0, d0_1, d0_2, d0_3, d0_4, d0_5, d0_6, d0_7, d0_8, d0_9, d0_10, d0_11, d0_12, d0_13, d0_14, d0_15, d0_16, d0_17, d0_18, d0_19, d0_20, d0_21, d0_22, d0_23, d0_24, d0_25, d0_26, d0_27, d0_28, d0_29, d0_30, d0_31, done], dtype=(tl.int32,) * 32, is_pure=True, pack=1)
+        at_w = weights_at + (k0 >> 24)
+        w32, w33 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 512], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w34, w35 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 544], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w36, w37 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 576], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w38, w39 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 608], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w40, w41 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 640], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w42, w43 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 672], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w44, w45 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 704], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w46, w47 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 736], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        u0 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_0], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u1 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_1], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u2 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_2], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u3 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_3], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u4 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_4], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u5 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_5], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u6 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_6], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u7 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_7], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u8 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_8], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u9 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_9], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u10 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_10], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u11 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_11], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u12 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_12], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u13 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_13], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u14 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_14], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u15 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_15], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u16 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_16], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u17 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_17], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u18 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_18], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u19 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_19], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u20 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_20], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u21 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_21], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u22 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_22], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u23 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_23], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u24 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_24], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u25 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_25], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u26 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_26], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u27 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_27], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u28 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_28], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u29 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_29], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u30 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_30], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u31 = tl.inline_asm_elementwise(RELU, '=r,r', [d0_31], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        c0 = u0 * w32
+        c0 = tl.fma(u4, w34, c0)
+        c0 = tl.fma(u8, w36, c0)
+        c0 = tl.fma(u12, w38, c0)
+        c0 = tl.fma(u16, w40, c0)
+        c0 = tl.fma(u20, w42, c0)
+        c0 = tl.fma(u24, w44, c0)
+        c0 = tl.fma(u28, w46, c0)
+        c1 = u1 * w33
+        c1 = tl.fma(u5, w35, c1)
+        c1 = tl.fma(u9, w37, c1)
+        c1 = tl.fma(u13, w39, c1)
+        c1 = tl.fma(u17, w41, c1)
+        c1 = tl.fma(u21, w43, c1)
+        c1 = tl.fma(u25, w45, c1)
+        c1 = tl.fma(u29, w47, c1)
+        v00 = c0 + c1
+        c0 = u2 * w32
+        c0 = tl.fma(u6, w34, c0)
+        c0 = tl.fma(u10, w36, c0)
+        c0 = tl.fma(u14, w38, c0)
+        c0 = tl.fma(u18, w40, c0)
+        c0 = tl.fma(u22, w42, c0)
+        c0 = tl.fma(u26, w44, c0)
+        c0 = tl.fma(u30, w46, c0)
+        c1 = u3 * w33
+        c1 = tl.fma(u7, w35, c1)
+        c1 = tl.fma(u11, w37, c1)
+        c1 = tl.fma(u15, w39, c1)
+        c1 = tl.fma(u19, w41, c1)
+        c1 = tl.fma(u23, w43, c1)
+        c1 = tl.fma(u27, w45, c1)
+        c1 = tl.fma(u31, w47, c1)
+        v10 = c0 + c1
+        done = v00.to(tl.int32, bitcast=True) ^ v10.to(tl.int32, bitcast=True)
+        d1_0, d1_1, d1_2, d1_3, d1_4, d1_5, d1_6, d1_7, d1_8, d1_9, d1_10, d1_11, d1_12, d1_13, d1_14, d1_15, d1_16, d1_17, d1_18, d1_19, d1_20, d1_21, d1_22, d1_23, d1_24, d1_25, d1_26, d1_27, d1_28, d1_29, d1_30, d1_31 = tl.inline_asm_elementwise(WAIT_64_0, WAIT_C_64, [d1_0, d1_1, d1_2, d1_3, d1_4, d1_5, d1_6, d1_7, d1_8, d1_9, d1_10, d1_11, d1_12, d1_13, d1_14, d1_15, d1_16, d1_17, d1_18, d1_19, d1_20, d1_21, d1_22, d1_23, d1_24, d1_25, d1_26, d1_27, d1_28, d1_29, d1_30, d1_31, done], dtype=(tl.int32,) * 32, is_pure=True, pack=1)
+        at_w = weights_at + (k0 >> 24)
+        w48, w49 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 768], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w50, w51 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 800], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w52, w53 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 832], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w54, w55 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 864], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w56, w57 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 896], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w58, w59 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 928], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w60, w61 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 960], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        w62, w63 = tl.inline_asm_elementwise(LDSW, '=f,=f,r', [at_w + 992], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+        u0 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_0], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u1 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_1], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u2 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_2], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u3 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_3], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u4 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_4], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u5 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_5], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u6 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_6], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u7 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_7], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u8 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_8], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u9 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_9], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u10 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_10], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u11 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_11], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u12 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_12], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u13 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_13], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u14 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_14], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u15 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_15], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u16 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_16], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u17 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_17], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u18 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_18], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u19 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_19], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u20 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_20], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u21 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_21], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u22 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_22], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u23 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_23], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u24 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_24], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u25 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_25], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u26 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_26], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u27 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_27], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u28 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_28], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u29 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_29], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u30 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_30], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        u31 = tl.inline_asm_elementwise(RELU, '=r,r', [d1_31], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+        c0 = u0 * w48
+        c0 = tl.fma(u4, w50, c0)
+        c0 = tl.fma(u8, w52, c0)
+        c0 = tl.fma(u12, w54, c0)
+        c0 = tl.fma(u16, w56, c0)
+        c0 = tl.fma(u20, w58, c0)
+        c0 = tl.fma(u24, w60, c0)
+        c0 = tl.fma(u28, w62, c0)
+        c1 = u1 * w49
+        c1 = tl.fma(u5, w51, c1)
+        c1 = tl.fma(u9, w53, c1)
+        c1 = tl.fma(u13, w55, c1)
+        c1 = tl.fma(u17, w57, c1)
+        c1 = tl.fma(u21, w59, c1)
+        c1 = tl.fma(u25, w61, c1)
+        c1 = tl.fma(u29, w63, c1)
+        v01 = c0 + c1
+        c0 = u2 * w48
+        c0 = tl.fma(u6, w50, c0)
+        c0 = tl.fma(u10, w52, c0)
+        c0 = tl.fma(u14, w54, c0)
+        c0 = tl.fma(u18, w56, c0)
+        c0 = tl.fma(u22, w58, c0)
+        c0 = tl.fma(u26, w60, c0)
+        c0 = tl.fma(u30, w62, c0)
+        c1 = u3 * w49
+        c1 = tl.fma(u7, w51, c1)
+        c1 = tl.fma(u11, w53, c1)
+        c1 = tl.fma(u15, w55, c1)
+        c1 = tl.fma(u19, w57, c1)
+        c1 = tl.fma(u23, w59, c1)
+        c1 = tl.fma(u27, w61, c1)
+        c1 = tl.fma(u31, w63, c1)
+        v11 = c0 + c1
+        kmax = tl.where(odd, k0 >> 16, k0 & 0xFFFF)
+        scale = tl.where(kmax == 255, float('nan'), (kmax << 23).to(tl.float32, bitcast=True) * 0.0625)
+        j = (T) * 64 + tl.where(odd, tok_hi, tok_lo)
+        m0 = tl.where(odd, v10, v00) + tl.inline_asm_elementwise(SHFL1, '=f,f', [tl.where(odd, v00, v10)], dtype=tl.float32, is_pure=True, pack=1)
+        m1 = tl.where(odd, v11, v01) + tl.inline_asm_elementwise(SHFL1, '=f,f', [tl.where(odd, v01, v11)], dtype=tl.float32, is_pure=True, pack=1)
+        x = tl.where(second, m1, m0) + tl.inline_asm_elementwise(SHFL2, '=f,f', [tl.where(second, m0, m1)], dtype=tl.float32, is_pure=True, pack=1)
+        tl.store(out_ptr + tl.where(second, out_row3, out_row2) + j, x * 4194304.0 * scale, mask=j < tl.where(second, limit3, limit2))
+        done = x.to(tl.int32, bitcast=True)
+        k0 = tl.inline_asm_elementwise(KMAX, '=r,r', [q1e], dtype=tl.int32, is_pure=True, pack=1)
+        s_lo = 3 - ((k0 & 0xFFFF) - (q1e & 0xFFFF))
+        s_hi = 3 - ((k0 >> 16) - (q1e >> 16))
+        fewest = tl.minimum(fewest, tl.minimum(s_lo, s_hi))
+        lo_l, hi_l = tl.inline_asm_elementwise(TABLES, '=r,=r,r', [s_lo], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+        lo_h, hi_h = tl.inline_asm_elementwise(TABLES, '=r,=r,r', [s_hi], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+        a0_0, a0_2 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [q1x0, lo_l, hi_l], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+        a0_1, a0_3 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [q1y0, lo_h, hi_h], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+        a0_4, a0_6 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [q1x1, lo_l, hi_l], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+        a0_5, a0_7 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [q1y1, lo_h, hi_h], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+        a0_8, a0_10 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [q1x2, lo_l, hi_l], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+        a0_9, a0_11 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [q1y2, lo_h, hi_h], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+        a0_12, a0_14 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [q1x3, lo_l, hi_l], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+        a0_13, a0_15 = tl.inline_asm_elementwise(PRMT, '=r,=r,r,r,r', [q1y3, lo_h, hi_h], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+        q1x0, q1x1, q1x2, q1x3 = q2x0, q2x1, q2x2, q2x3
+        q1y0, q1y1, q1y2, q1y3 = q2y0, q2y1, q2y2, q2y3
+        q1e = q2el | (q2eh << 16)
+    keys = tl.min(fewest, axis=0)
+    return tl.minimum(fewest_in, tl.where(tl.min(query_fold, axis=0) < 0, -1, keys))
+
+
+@triton.jit
 def wgmma_request(fewest, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, weights_ptr,
                   weights_stride, weights_head_stride, bt_row, block_table_page_stride, first_row, rows_here, row_ends,
-                  page_begin, page_end, ROWS: tl.constexpr):
-    """The hot pass of one row block on wgmmas in inline PTX (``wgmma_rows{ROWS}``)."""
+                  page_begin, page_end, ROWS: tl.constexpr, WARPS: tl.constexpr):
+    """The hot pass of one row block on wgmmas in inline PTX (``wgmma_rows{ROWS}_g{WARPS // 4}``)."""
     if ROWS == 2:
-        fewest = wgmma_rows2(
-            fewest, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, weights_ptr,
-            weights_stride, weights_head_stride, bt_row, block_table_page_stride, first_row, rows_here,
-            row_ends, page_begin, page_end)
+        if WARPS == 4:
+            fewest = wgmma_rows2_g1(
+                fewest, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, weights_ptr,
+                weights_stride, weights_head_stride, bt_row, block_table_page_stride, first_row, rows_here,
+                row_ends, page_begin, page_end)
+        elif WARPS == 16:
+            fewest = wgmma_rows2_g4(
+                fewest, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, weights_ptr,
+                weights_stride, weights_head_stride, bt_row, block_table_page_stride, first_row, rows_here,
+                row_ends, page_begin, page_end)
+        else:
+            tl.static_assert(False, "wgmma: 4 or 16 warps (1 or 4 warpgroups)")
     elif ROWS == 4:
-        fewest = wgmma_rows4(
-            fewest, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, weights_ptr,
-            weights_stride, weights_head_stride, bt_row, block_table_page_stride, first_row, rows_here,
-            row_ends, page_begin, page_end)
+        if WARPS == 4:
+            fewest = wgmma_rows4_g1(
+                fewest, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, weights_ptr,
+                weights_stride, weights_head_stride, bt_row, block_table_page_stride, first_row, rows_here,
+                row_ends, page_begin, page_end)
+        elif WARPS == 16:
+            fewest = wgmma_rows4_g4(
+                fewest, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, weights_ptr,
+                weights_stride, weights_head_stride, bt_row, block_table_page_stride, first_row, rows_here,
+                row_ends, page_begin, page_end)
+        else:
+            tl.static_assert(False, "wgmma: 4 or 16 warps (1 or 4 warpgroups)")
     else:
         tl.static_assert(False, "wgmma: 2 or 4 rows per block")
     return fewest

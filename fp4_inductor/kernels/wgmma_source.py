@@ -1,10 +1,10 @@
 """The inline PTX of the scorer's hot pass on int8 wgmmas, and the lines of Triton that use it,
-written out thread by thread: one warpgroup per program (the package's; ``--groups 4`` writes
-four), every tensor of 128 elements per warpgroup (thread i holds element i), so that each register
-of wgmma's fragments is a tensor of its own. A Triton
-kernel cannot index a thread's registers, so the kernel's source is written by these functions
-(``score_wgmma.py``, checked in, and ``benchmarks/wgmma_scorer.py``'s prototype); each asm string
-is one line, as Inductor's copy of a kernel's globals needs (``ptx.py``).
+written out thread by thread, at one and at four warpgroups per program (``GROUPS``), every tensor
+of 128 elements per warpgroup (thread i holds element i), so that each register of wgmma's
+fragments is a tensor of its own. A Triton kernel cannot index a thread's registers, so the
+kernel's source is written by these functions (``score_wgmma.py``, checked in, and
+``benchmarks/wgmma_scorer.py``'s prototype); each asm string is one line, as Inductor's copy of a
+kernel's globals needs (``ptx.py``).
 
 The layout, per 64-key tile (one page): thread (warp w, lane 4g + t) holds keys 16w + g and
 16w + g + 8, and of each the 32 elements of group t (one 128-bit load of its 16 payload bytes, its
@@ -372,15 +372,14 @@ THREAD_LINES = thread_lines()
 
 # The package's block-table row: a page id is 32 bits, zero-extended (score_tiles.tile_page_ids).
 PACKAGE_PAGE = "tl.load(bt_row + tl.minimum({index}, last) * block_table_page_stride).to(tl.uint32).to(tl.int64)"
-# The package's hot pass (the launcher's ``wgmma`` tuning): at 2 rows the tile's dot in two halves
-# of the query rows, one after the other (at 4 rows, below), with the folded head weights in
-# shared memory (half the accumulators live), and the query prologue in 16-byte loads
-# (``VECTOR_QUERY``). Of the four
-# forms timed on an H100 (docs/benchmarks.md, stops 51 and 53: both halves in flight with the
-# weights in registers, or this; the prologue a word per thread, or this), the fastest at 2 and at
-# 4 rows: at next_n=4 169-170 us against 180-181 with the word prologue, 182-183 with both halves
-# in flight and 202-204 for the default hot pass; at next_n=2 113 against 115-116, 124 and 107
-# (the default).
+# The package's hot pass (the launcher's ``wgmma`` tuning): at 2 rows the tile's dot in two
+# halves of the query rows, one after the other (at 4 rows, below), with the folded head weights
+# in shared memory (half the accumulators live), and the query prologue in 16-byte loads
+# (``VECTOR_QUERY``). Of the four forms timed on an H100 (docs/benchmarks.md, stops 51 and 53:
+# both halves in flight with the weights in registers, or this; the prologue a word per thread,
+# or this), the fastest at 2 and at 4 rows: at next_n=4 169-170 us against 180-181 with the word
+# prologue, 182-183 with both halves in flight and 202-204 for the default hot pass; at next_n=2
+# 113 against 115-116, 124 and 107 (the default).
 # At 4 rows the tile's dot is one dot per query row, two in flight (``tile_body``'s halves 3):
 # bit-identical to the halves in turn, 565 instructions per tile against 529 (sm_90, Triton 3.6),
 # and on an H100 1-2 % faster in each of three calls of two A/B rounds (docs/benchmarks.md, stops
@@ -390,20 +389,18 @@ PACKAGE_PAGE = "tl.load(bt_row + tl.minimum({index}, last) * block_table_page_st
 # ``python -m fp4_inductor.kernels.wgmma_source --halves N --variant`` writes every block with N,
 # as a variant for benchmarks/score_ab.py.
 PACKAGE_HALVES = {2: 2, 4: 3}  # rows per block: tile_body's halves
-# Warpgroups per program. The package's pass runs one, under the launcher's register cap (128 and
-# 168 registers, 4 and 3 programs per SM at 2 and 4 rows: the speeds quoted above), a ``maxnreg``
-# launch option that Inductor's launches of a user kernel drop (they keep warps and stages), so
-# compiled models take the default hot pass there (docs/compile.md). ``--groups 4 --variant``
-# writes the pass as one program per SM of four warpgroups (16 warps; ``request_source``): each
-# scores every fourth page of the program's share, all read one query operand and one set of
-# folded weights in shared memory, built by all 512 threads, and 512 threads hold ptxas to 128
-# registers with no ``maxnreg``, so traced launches would run the same pass as eager ones (which
-# add only the exact pass's programmatic dependent launch; score.wgmma_warps, score.launch_plan).
-# H100 (docs/benchmarks.md, stop 61): bit-identical to one warpgroup, 7-8 % slower at 4 rows
-# (next_n=4 172.6-174.7 us against 162.1-163.3) and 5-9 % faster at 2 rows (next_n=2 101.9-102.7
-# against 108.7-109.1, and the default hot pass's 104.4-105.6); traced, eager's bits and time.
-PACKAGE_GROUPS = 1
-OTHER_GROUPS = {1: 4, 4: 1}[PACKAGE_GROUPS]  # the form the package does not take (a variant)
+# Warpgroups per program: the pass is written at each (``wgmma_rows{rows}_g{groups}``), and the
+# launch's warps, 4 per warpgroup, pick one (score.launch_plan chooses per rows per block). One
+# warpgroup runs under the launcher's register cap (128 and 168 registers, 4 and 3 programs per SM
+# at 2 and 4 rows), a ``maxnreg`` launch option that Inductor's launches of a user kernel drop (they
+# keep warps and stages). Four are one program per SM (16 warps): each warpgroup scores every fourth
+# page of the program's share, all read one query operand and one set of folded weights in shared
+# memory, built by all 512 threads, and 512 threads hold ptxas to 128 registers with no ``maxnreg``,
+# so traced launches run the same pass as eager ones. H100 (docs/benchmarks.md, stop 61): the two
+# bit-identical; four 7-8 % slower at 4 rows (next_n=4 172.6-174.7 us against 162.1-163.3) and
+# 5-9 % faster at 2 rows (next_n=2 101.9-102.7 against 108.7-109.1, and the default hot pass's
+# 104.4-105.6).
+GROUPS = (1, 4)
 PACKAGE_SHARED_WEIGHTS = True
 DEPTH = 1  # keys loaded a step earlier than the step that builds their operand
 # The query prologue: each thread takes one group of a query column (its 4 payload words in one
@@ -473,8 +470,8 @@ def query_prologue(n: int, groups: int = 1) -> list[str]:
     return loads + uses
 
 
-def request_source(rows: int, halves: int | None = None, groups: int = PACKAGE_GROUPS) -> str:
-    """``wgmma_rows{rows}``: the hot pass (MODE 1) of one row block of one request over
+def request_source(rows: int, halves: int | None = None, groups: int = 1) -> str:
+    """``wgmma_rows{rows}_g{groups}``: the hot pass (MODE 1) of one row block of one request over
     pages [page_begin, page_end) at 64 heads (score_kernel.score_request's arguments), by
     ``groups`` warpgroups: the query operand and the folded head weights built into shared memory
     by all of them (queries that do not fold mark the program), then the key loop, warpgroup g
@@ -502,9 +499,9 @@ def request_source(rows: int, halves: int | None = None, groups: int = PACKAGE_G
     return f'''
 
 @triton.jit
-def wgmma_rows{rows}(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, weights_ptr,
-                weights_stride, weights_head_stride, bt_row, block_table_page_stride, first_row, rows_here,
-                row_ends, page_begin, page_end):
+def wgmma_rows{rows}_g{groups}(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride,
+                   weights_ptr, weights_stride, weights_head_stride, bt_row, block_table_page_stride, first_row,
+                   rows_here, row_ends, page_begin, page_end):
     ROWS: tl.constexpr = {rows}
 {block(thread_lines(groups), 4)}
     query_fold = zero + 3
@@ -530,32 +527,37 @@ def wgmma_rows{rows}(fewest_in, out_ptr, out_stride, q_payload_ptr, q_scales_ptr
 '''
 
 
-def module_source(halves: int | None = None, groups: int = PACKAGE_GROUPS) -> str:
-    """``score_wgmma.py``: the launch's ``WARPS``, the asm strings, the hot pass per block of 2 or
-    4 rows (the tile's dot as ``tile_body``'s ``halves`` for every block; by default the package's
-    per block, ``PACKAGE_HALVES``; ``groups`` warpgroups per program, by default the package's
-    ``PACKAGE_GROUPS``), and ``wgmma_request``, which picks one."""
+def module_source(halves: int | None = None) -> str:
+    """``score_wgmma.py``: the warps the pass takes (``PASS_WARPS``), the asm strings, the hot pass
+    per block of 2 or 4 rows at each of ``GROUPS`` warpgroups per program (the tile's dot as
+    ``tile_body``'s ``halves`` for every block; by default the package's per block,
+    ``PACKAGE_HALVES``), and ``wgmma_request``, which picks one by rows and warps."""
     head = ('"""Written by ``python -m fp4_inductor.kernels.wgmma_source`` (wgmma_source.py says what it\n'
             'is): do not edit; tests/test_wgmma.py checks that it is what the generator writes."""\n\n'
             "import triton\nimport triton.language as tl\n\nfrom .score_math import power_of_two\n\n")
-    head += "# The launch's warps (score.launch_plan); each function below takes them all.\n"
-    head += f"WARPS = tl.constexpr({4 * groups})\n"
+    head += "# The launch's warps that the pass takes, 4 per warpgroup (score.launch_plan picks one).\n"
+    head += f"PASS_WARPS = {tuple(4 * groups for groups in GROUPS)}\n"
     head += "".join(f"{k} = tl.constexpr({v!r})\n" for k, v in constants((64, 128, 256)).items())
-    functions = "".join(request_source(rows, halves, groups) for rows in (2, 4))
-    arguments = ("\n            fewest, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, "
-                 "weights_ptr,\n            weights_stride, weights_head_stride, bt_row, block_table_page_stride, "
-                 "first_row, rows_here,\n            row_ends, page_begin, page_end")
+    functions = "".join(request_source(rows, halves, groups) for rows in (2, 4) for groups in GROUPS)
+    arguments = ("\n                fewest, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, "
+                 "weights_ptr,\n                weights_stride, weights_head_stride, bt_row, block_table_page_stride, "
+                 "first_row, rows_here,\n                row_ends, page_begin, page_end")
+    branches = []
+    for rows in (2, 4):
+        calls = "".join(f"""
+        {'if' if i == 0 else 'elif'} WARPS == {4 * groups}:
+            fewest = wgmma_rows{rows}_g{groups}({arguments})""" for i, groups in enumerate(GROUPS))
+        branches.append(f"""
+    {'if' if rows == 2 else 'elif'} ROWS == {rows}:{calls}
+        else:
+            tl.static_assert(False, "wgmma: {' or '.join(str(4 * g) for g in GROUPS)} warps (1 or 4 warpgroups)")""")
     dispatch = f'''
 
 @triton.jit
 def wgmma_request(fewest, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, weights_ptr,
                   weights_stride, weights_head_stride, bt_row, block_table_page_stride, first_row, rows_here, row_ends,
-                  page_begin, page_end, ROWS: tl.constexpr):
-    """The hot pass of one row block on wgmmas in inline PTX (``wgmma_rows{{ROWS}}``)."""
-    if ROWS == 2:
-        fewest = wgmma_rows2({arguments})
-    elif ROWS == 4:
-        fewest = wgmma_rows4({arguments})
+                  page_begin, page_end, ROWS: tl.constexpr, WARPS: tl.constexpr):
+    """The hot pass of one row block on wgmmas in inline PTX (``wgmma_rows{{ROWS}}_g{{WARPS // 4}}``)."""{"".join(branches)}
     else:
         tl.static_assert(False, "wgmma: 2 or 4 rows per block")
     return fewest
@@ -563,30 +565,26 @@ def wgmma_request(fewest, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cach
     return head + functions + dispatch
 
 
-def variant_name(halves: int | None = None, groups: int = PACKAGE_GROUPS) -> str:
-    """The suffix of a variant's modules: ``h{halves}`` where ``halves`` is given, ``g{groups}``
-    where ``groups`` is not the package's (``h3``, ``g4``, ``h2_g4``)."""
-    parts = ([] if halves is None else [f"h{halves}"]) + ([] if groups == PACKAGE_GROUPS else [f"g{groups}"])
-    if not parts:
-        raise ValueError(f"variant: expected halves or groups other than the package's {PACKAGE_GROUPS}, "
-                         f"got halves={halves}, groups={groups}")
-    return "_".join(parts)
+def variant_name(halves: int | None = None) -> str:
+    """The suffix of a variant's modules: ``h{halves}``."""
+    if halves is None:
+        raise ValueError("variant: expected halves (tile_body's dot at every block), got None")
+    return f"h{halves}"
 
 
-def variant_sources(halves: int | None = None, groups: int = PACKAGE_GROUPS) -> dict[str, str]:
-    """The hot pass written with ``halves`` (every block; None: the package's per block) and
-    ``groups`` warpgroups per program as a variant of the kernels package, by module name:
-    ``score_wgmma_{name}`` and ``kernel_{name}`` (score_kernel.py importing it; ``variant_name``),
-    which benchmarks/score_ab.py and score_variants.py load from a file."""
+def variant_sources(halves: int | None = None) -> dict[str, str]:
+    """The hot pass written with ``halves`` at every block as a variant of the kernels package, by
+    module name: ``score_wgmma_{name}`` and ``kernel_{name}`` (score_kernel.py importing it;
+    ``variant_name``), which benchmarks/score_ab.py and score_variants.py load from a file."""
     import os
 
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "score_kernel.py")) as f:
         kernel = f.read()
     line = "from .score_wgmma import "
     assert line in kernel, "score_kernel.py imports from score_wgmma"
-    suffix = variant_name(halves, groups)
+    suffix = variant_name(halves)
     name = f"score_wgmma_{suffix}"
-    return {name: module_source(halves, groups), f"kernel_{suffix}": kernel.replace(line, f"from .{name} import ")}
+    return {name: module_source(halves), f"kernel_{suffix}": kernel.replace(line, f"from .{name} import ")}
 
 
 if __name__ == "__main__":
@@ -597,17 +595,15 @@ if __name__ == "__main__":
     parser.add_argument("--halves", type=int, default=None, choices=(0, 1, 2, 3),
                         help="the tile's dot (tile_body's halves) at every block (default: the package's, "
                              f"by rows per block {PACKAGE_HALVES})")
-    parser.add_argument("--groups", type=int, default=PACKAGE_GROUPS, choices=(1, 4),
-                        help=f"warpgroups per program (default: the package's, {PACKAGE_GROUPS})")
     parser.add_argument("--variant", action="store_true",
                         help="write score_wgmma_{NAME}.py and kernel_{NAME}.py (score_kernel.py on it) instead, a "
-                             "variant for benchmarks/score_ab.py; NAME: h{HALVES}, g{GROUPS} or both (h2_g4)")
+                             "variant for benchmarks/score_ab.py; NAME: h{HALVES}")
     args = parser.parse_args()
     here = os.path.dirname(os.path.abspath(__file__))
     try:
-        written = (variant_sources(args.halves, args.groups) if args.variant
-                   else {"score_wgmma": module_source(args.halves, args.groups)})
-    except ValueError as exc:  # a variant that changes nothing (``variant_name``)
+        written = (variant_sources(args.halves) if args.variant
+                   else {"score_wgmma": module_source(args.halves)})
+    except ValueError as exc:  # a variant without --halves (``variant_name``)
         parser.error(str(exc))
     for name, source in written.items():
         with open(os.path.join(here, f"{name}.py"), "w") as f:
