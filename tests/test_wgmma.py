@@ -960,8 +960,8 @@ def _run_prologue(n, payload, scales, weights, first_row, rows_here, groups=1):
 @pytest.mark.parametrize("folds", [True, False])
 @pytest.mark.parametrize("groups", [1, 4])
 def test_the_query_prologue_writes_the_operand(rows, rows_here, folds, groups):
-    """The query prologue (16-byte loads, a group of a column per thread) by one warpgroup (the
-    package's) and by four (``--groups 4``), run on numpy stand-ins for its loads and asm, writes
+    """The query prologue (16-byte loads, a group of a column per thread) by one warpgroup and by
+    four, run on numpy stand-ins for its loads and asm, writes
     every operand word and folded weight where ``_expected_prologue`` puts them and nothing else,
     each address once, and finds the smallest fold, for a block's rows placed last in the payload
     (a column past them must read in bounds and take zeros)."""

@@ -1,5 +1,5 @@
-"""The written-out wgmma hot pass (``score_wgmma.py``'s ``wgmma_rows2`` and ``wgmma_rows4``, as
-``kernels/wgmma_source.py`` writes them, at one warpgroup per program or more) run on the CPU, so
+"""The written-out wgmma hot pass (``score_wgmma.py``'s ``wgmma_rows{2,4}_g{1,4}``, as
+``kernels/wgmma_source.py`` writes them, at one warpgroup per program and at four) run on the CPU, so
 that a change of the generator is checked end to end before a GPU runs it: the function's Triton
 lines execute on numpy arrays (one element per thread, every thread in lockstep), global memory
 is one flat byte array holding the case's tensors, shared memory another, and each inline asm
