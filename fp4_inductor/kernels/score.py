@@ -75,9 +75,9 @@ def dependent_launch(word_fed: bool, asm: bool, exact: str, out: torch.Tensor) -
 # programs per SM, at one warpgroup per program. sm_90 compiles: 8-16 bytes of stack on Triton 3.6,
 # 16-24 on 3.7.1, all of it in the query prologue, none in the tile loop (tests/test_wgmma.py). The
 # cap is for eager launches: Inductor's launches of a user kernel drop ``maxnreg``, and traced
-# launches take four warpgroups per program, which need none (``wgmma_pass_warps``). After its 4-row blocks
-# the exact pass runs 2-row blocks (``launch_score_paged``: at 4 rows it holds 255 registers and
-# 2176 bytes of stack on Triton 3.6, against 176 at 2, and took up to 1.8x the time).
+# launches take four warpgroups per program, which need none (``wgmma_pass_warps``). After its
+# 4-row blocks the exact pass runs 2-row blocks (``launch_score_paged``: at 4 rows it holds 255
+# registers and 2176 bytes of stack on Triton 3.6, against 176 at 2, and took up to 1.8x the time).
 WGMMA_REGISTERS = {128: 128, 256: 168}
 
 
