@@ -17,12 +17,12 @@
 # of a tile loop; `wgmma_accumulators.py`: the fp8 dot's sums; about 30 s);
 # `scorer` the hot pass on inline-PTX wgmmas (`wgmma_scorer.py`: logits against float64 and the
 # package's, then both timed; about 270 s on a cold Triton cache); `hotwg` the package's wgmma hot
-# pass (the launcher's `wgmma` tuning; by default from 3 rows per request): its GPU tests, then the
+# pass (the launcher's `wgmma` tuning; by default from 2 rows per request): its GPU tests, then the
 # launcher's default timed against `wgmma=0` (`score_ab.py`; VARIANTS sets the variants; where the
 # default takes the wgmma pass their logits differ in the float32 sums' order, so "DIFFERS" is
 # expected there; the tests check both against float64; for a short call, K and SHAPES narrow what
-# runs, TEST_S and AB_S set the time limits, TEST_S=0 skips the tests); `wgprobe` the package's wgmma hot pass beside the
-# prototype (same halves and weights) under ncu at next_n=4 and 2, then ncu's source-level sampling
+# runs, TEST_S and AB_S set the time limits, TEST_S=0 skips the tests); `wgprobe` the package's wgmma hot pass
+# at one warpgroup per program beside the prototype (same halves and weights) under ncu at next_n=4 and 2, then ncu's source-level sampling
 # of the package's at next_n=4 ($OUT/wgprobe_source.csv.gz: stalls per SASS line, summed by part
 # with benchmarks/ncu_source_summary.py; about 400 s cold); `traced` the wgmma hot pass under
 # torch.compile (`traced_wgmma.py`: eager against compiled and the opaque op, bits and time;
@@ -30,8 +30,8 @@
 # `occupancy` the wgmma hot pass at lower register caps, for more programs per SM (CAPS="C2,C4",
 # the caps at 2 and 4 rows, default 96,128: 5 and 4 programs per SM where the launcher's 128 and 168
 # plan 4 and 3; a copy of kernels/score.py with those caps, against the package's, `score_ab.py`,
-# bit for bit and timed (`wgmma=1` at 2 rows DIFFERS from the default hot pass in its sums' order,
-# as in `hotwg`); SHAPES sets the shapes; about 150 s); `rowdots` the wgmma hot pass with every
+# bit for bit and timed, each at one warpgroup per program (`wgmma=1,num_warps=4`; the capped form)
+# and by default (2-row blocks on four warpgroups, no cap); SHAPES sets the shapes; about 150 s); `rowdots` the wgmma hot pass with every
 # block's dot in two halves, one after the other, and with one dot per query row, two in flight
 # (`wgmma_source.py --halves 2|3 --variant`, written here and removed after), against the
 # package's (halves 2 at 2 rows, 3 at 4 rows), bit for bit and timed (`score_ab.py`; SHAPES sets
@@ -103,12 +103,12 @@ hotwg)
   grep -h "^| [0-9]" "$OUT/wgmma_ab.log" | awk '!seen[$0]++'
   ;;
 wgprobe)
-  CASE_S=100 bash benchmarks/ncu_wgmma.sh "package 4 wgmma=1;proto 4,1,1,2,1;package 2 wgmma=1;proto 2,1,1,2,1" \
+  CASE_S=100 bash benchmarks/ncu_wgmma.sh "package 4 wgmma=1,num_warps=4;proto 4,1,1,2,1;package 2 wgmma=1,num_warps=4;proto 2,1,1,2,1" \
     > "$OUT/ncu_wgmma.log" 2>&1 || echo "ncu_wgmma: rc $?"
   cat "$OUT/ncu_wgmma.log"
   source benchmarks/ncu_common.sh
   timeout 90 "$NCU" --clock-control none -k score_paged_kernel -c 1 --section SourceCounters --section WarpStateStats \
-    -o "$OUT/wgprobe" -f python3 benchmarks/profile_score.py 4 wgmma=1 > "$OUT/wgprobe_ncu.log" 2>&1 || echo "ncu: rc $?"
+    -o "$OUT/wgprobe" -f python3 benchmarks/profile_score.py 4 wgmma=1,num_warps=4 > "$OUT/wgprobe_ncu.log" 2>&1 || echo "ncu: rc $?"
   [ -f "$OUT/wgprobe.ncu-rep" ] && timeout 30 "$NCU" --import "$OUT/wgprobe.ncu-rep" --page source --csv \
     --print-source sass 2>&1 | gzip > "$OUT/wgprobe_source.csv.gz"
   tail -2 "$OUT/wgprobe_ncu.log"
@@ -126,7 +126,7 @@ occupancy)
   cd benchmarks
   PYTHONPATH=$PWD/..:$PWD timeout "${AB_S:-300}" python3 score_ab.py \
     --shapes ${SHAPES:-64x32768x4,64x32768x3,64x32768x2,16x131072x2} --rounds 2 \
-    shipped $variant shipped:wgmma=1 $variant:wgmma=1 > "$OUT/occupancy.log" 2>&1 || echo "score_ab: rc $?"
+    shipped $variant shipped:wgmma=1,num_warps=4 $variant:wgmma=1,num_warps=4 > "$OUT/occupancy.log" 2>&1 || echo "score_ab: rc $?"
   grep -h "DIFFERS" "$OUT/occupancy.log"
   grep -h "^| [0-9]" "$OUT/occupancy.log" | awk '!seen[$0]++'
   ;;

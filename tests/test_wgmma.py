@@ -342,6 +342,9 @@ def test_the_wgmma_default(monkeypatch):
     assert default(out=fake_out) is True and default(out=fake_out, max_query_len=2) is True
     one_group = type("OneGroup", (), {"arg_names": kernel.arg_names})()
     assert default(kernel=one_group) is True and default(kernel=one_group, out=fake_out) is False
+    # At 2-row blocks the default takes four warpgroups: a copy without them keeps the default hot pass.
+    assert default(kernel=one_group, max_query_len=2) is False
+    assert default(kernel=one_group, max_query_len=3) is True
     monkeypatch.setattr(score, "capability_major", lambda device: 10)
     assert default() is False
     monkeypatch.setattr(score, "capability_major", lambda device: 9)
@@ -474,7 +477,9 @@ def test_the_launcher_plans_the_pass_warpgroups_by_rows(gen, monkeypatch):
     """The package's pass takes 4 or 16 warps (``wgmma_warps``: one warpgroup per program or four;
     a kernel copy that did not say takes 4, one that said its one ``WARPS`` that). By default
     (``wgmma_pass_warps``) an eager launch takes four warpgroups at 2 rows and one at 4
-    (``WGMMA_GROUPS``), a traced one four at both, a copy what it has. The ``num_warps`` tuning
+    (``WGMMA_GROUPS``), a traced one four at both (also through the launcher with fake tensors, as
+    Inductor traces it: 16 warps, no ``maxnreg``, the exact pass on four times the programs), a
+    copy what it has. The ``num_warps`` tuning
     picks either with ``wgmma=1``: 16 warps at 4 rows launch one program per SM of 16 warps with
     no ``maxnreg``, the one-warpgroup pass's setup units and schedule step, then the exact pass on
     four times its programs (2-row blocks); 4 warps at 2 rows their cap, four programs per SM. A
@@ -484,6 +489,7 @@ def test_the_launcher_plans_the_pass_warpgroups_by_rows(gen, monkeypatch):
     from types import SimpleNamespace
 
     import triton.language as tl
+    from torch._subclasses.fake_tensor import FakeTensorMode
 
     from fp4_inductor.kernels import score
 
@@ -532,6 +538,15 @@ def test_the_launcher_plans_the_pass_warpgroups_by_rows(gen, monkeypatch):
                                                            f"num_warps={got[1]}")):
                 score.launch_score_paged(*args, asm=True, kernel=kernel_, wgmma=1, **tuning)
         assert launches == []
+        for given, rows in ((args, 4), (two, 2)):  # traced: fake tensors, the launch's default
+            mode = FakeTensorMode()
+            fake = [mode.from_tensor(t) if isinstance(t, torch.Tensor) else t for t in given]
+            launches.clear()
+            with mode:
+                score.launch_score_paged(*fake, asm=True)
+            (hot_grid, _, hot), (exact_grid, _, exact) = launches
+            assert (hot["WGMMA"], hot["ROWS"], hot["WARPS"], hot["num_warps"], hot_grid) == (1, rows, 16, 16, (4, 1))
+            assert "maxnreg" not in hot and (exact["SPLIT"], exact_grid) == (4, (16, rows // 2))
     assert args[0].isnan().all() and two[0].isnan().all()  # recorded, not run
 
 

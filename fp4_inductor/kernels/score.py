@@ -84,8 +84,8 @@ WGMMA_REGISTERS = {128: 128, 256: 168}
 def wgmma_warps(kernel) -> tuple[int, ...]:
     """The warps that ``kernel``'s wgmma hot pass takes (its ``score_wgmma`` module's
     ``PASS_WARPS``): (4, 16), one warpgroup per program or four, for the package's; for a kernel
-    copy from before (benchmarks/score_variants.py), (4,) where it did not say and its one
-    ``WARPS`` where it did (a copy of four warpgroups only: 16)."""
+    copy from before (benchmarks/score_variants.py, with the ``score_wgmma`` module written with
+    it), (4,) where it did not say and its one ``WARPS`` where it did (four warpgroups only: 16)."""
     warps = getattr(getattr(kernel, "fn", None), "__globals__", {}).get("WGMMA_WARPS", 4)
     warps = getattr(warps, "value", warps)
     return tuple(int(w) for w in warps) if isinstance(warps, tuple) else (int(warps),)
@@ -294,8 +294,8 @@ def wgmma_default(word_fed: bool, gpu: bool, asm: bool, heads: int, device, q_pa
     two cannot drift apart), for a longest request of ``WGMMA_MIN_ROWS`` rows or more (blocks of
     2 or 4 rows), launched with real tensors, or while tracing (fake tensors) where the kernel's
     pass runs four warpgroups per program (``wgmma_warps``: it needs no register cap, and
-    Inductor's launches of a user kernel drop ``maxnreg``; a kernel copy of one warpgroup only
-    keeps the default hot pass there).
+    Inductor's launches of a user kernel drop ``maxnreg``). A kernel copy of one warpgroup only
+    keeps the default hot pass while tracing and at 2-row blocks.
 
     H100, A/B (docs/benchmarks.md): 64 x 32768 next_n=4 162.1-163.3 us at one warpgroup per
     program (stop 61) against 201.6-204.5 with ``wgmma=0`` (stop 54); next_n=3 159.0-159.4
@@ -304,7 +304,10 @@ def wgmma_default(word_fed: bool, gpu: bool, asm: bool, heads: int, device, q_pa
     with eager's bits, where the default hot pass compiled took 201.7 (stops 61 and 54)."""
     if not (isinstance(max_query_len, int) and max_query_len >= WGMMA_MIN_ROWS):
         return False
-    if is_fake(out) and 16 not in wgmma_warps(kernel):
+    # 2-row blocks and traced launches take the pass at four warpgroups (``wgmma_pass_warps``); a
+    # kernel copy without them keeps the default hot pass there (one warpgroup is slower than it
+    # at 2 rows, and needs the cap that traced launches drop).
+    if (is_fake(out) or max_query_len <= 2) and 16 not in wgmma_warps(kernel):
         return False
     try:
         check_wgmma(word_fed, gpu, asm, heads, device, q_payload, kernel)

@@ -6,7 +6,7 @@ import triton.language as tl
 
 from .score_math import power_of_two
 
-# The launch's warps that the pass takes, 4 per warpgroup (score.launch_plan picks one).
+# The launch's warps that the pass takes, 4 per warpgroup (score.wgmma_pass_warps picks one).
 PASS_WARPS = (4, 16)
 DECLARE_64 = tl.constexpr('{ .shared .align 1024 .b8 fp4_queries[8192]; mov.u32 $0, fp4_queries; }')
 DECLARE_128 = tl.constexpr('{ .shared .align 1024 .b8 fp4_queries[16384]; mov.u32 $0, fp4_queries; }')

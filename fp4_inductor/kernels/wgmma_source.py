@@ -390,7 +390,7 @@ PACKAGE_PAGE = "tl.load(bt_row + tl.minimum({index}, last) * block_table_page_st
 # as a variant for benchmarks/score_ab.py.
 PACKAGE_HALVES = {2: 2, 4: 3}  # rows per block: tile_body's halves
 # Warpgroups per program: the pass is written at each (``wgmma_rows{rows}_g{groups}``), and the
-# launch's warps, 4 per warpgroup, pick one (score.launch_plan chooses per rows per block). One
+# launch's warps, 4 per warpgroup, pick one (score.wgmma_pass_warps chooses per rows per block). One
 # warpgroup runs under the launcher's register cap (128 and 168 registers, 4 and 3 programs per SM
 # at 2 and 4 rows), a ``maxnreg`` launch option that Inductor's launches of a user kernel drop (they
 # keep warps and stages). Four are one program per SM (16 warps): each warpgroup scores every fourth
@@ -535,7 +535,7 @@ def module_source(halves: int | None = None) -> str:
     head = ('"""Written by ``python -m fp4_inductor.kernels.wgmma_source`` (wgmma_source.py says what it\n'
             'is): do not edit; tests/test_wgmma.py checks that it is what the generator writes."""\n\n'
             "import triton\nimport triton.language as tl\n\nfrom .score_math import power_of_two\n\n")
-    head += "# The launch's warps that the pass takes, 4 per warpgroup (score.launch_plan picks one).\n"
+    head += "# The launch's warps that the pass takes, 4 per warpgroup (score.wgmma_pass_warps picks one).\n"
     head += f"PASS_WARPS = {tuple(4 * groups for groups in GROUPS)}\n"
     head += "".join(f"{k} = tl.constexpr({v!r})\n" for k, v in constants((64, 128, 256)).items())
     functions = "".join(request_source(rows, halves, groups) for rows in (2, 4) for groups in GROUPS)
