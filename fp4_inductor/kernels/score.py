@@ -100,14 +100,24 @@ def wgmma_warps(kernel) -> tuple[int, ...]:
 WGMMA_GROUPS = {2: 4, 4: 1}
 
 
+def wgmma_rows(max_query_len: int) -> int:
+    """The wgmma hot pass's rows per block for a longest request of ``max_query_len`` rows: 2 or 4
+    (128 or 256 columns at 64 heads)."""
+    return 2 if max_query_len <= 2 else 4
+
+
+def wgmma_wanted_warps(rows_per_block: int, traced: bool) -> int:
+    """The warps (4 per warpgroup) a wgmma hot pass launch takes by default: ``WGMMA_GROUPS``' at
+    ``rows_per_block`` in an eager launch, four warpgroups in a traced one (fake tensors: one
+    warpgroup needs its register cap, a ``maxnreg`` that Inductor's launches drop; at 4 rows on an
+    H100, traced, 172.3 us with four against 202.7 for one without its cap, stop 61 and 54)."""
+    return 16 if traced else 4 * WGMMA_GROUPS[rows_per_block]
+
+
 def wgmma_pass_warps(rows_per_block: int, traced: bool, offered: tuple[int, ...]) -> int:
-    """The warps of a wgmma hot pass launch (4 per warpgroup) that names none: ``WGMMA_GROUPS``'
-    at ``rows_per_block`` in an eager launch, four warpgroups in a traced one (fake tensors: one
-    warpgroup needs its register cap, a ``maxnreg`` that Inductor's launches drop; at 4 rows on
-    an H100, traced, 172.3 us with four against 202.7 for one without its cap, stop 61 and 54);
-    of those the kernel's pass takes (``offered``, ``wgmma_warps``), its first where it takes
-    neither."""
-    want = 16 if traced else 4 * WGMMA_GROUPS[rows_per_block]
+    """The warps of a wgmma hot pass launch that names none: ``wgmma_wanted_warps`` where the
+    kernel's pass takes them (``offered``, ``wgmma_warps``), its first where it does not."""
+    want = wgmma_wanted_warps(rows_per_block, traced)
     return want if want in offered else offered[0]
 
 
@@ -304,10 +314,10 @@ def wgmma_default(word_fed: bool, gpu: bool, asm: bool, heads: int, device, q_pa
     with eager's bits, where the default hot pass compiled took 201.7 (stops 61 and 54)."""
     if not (isinstance(max_query_len, int) and max_query_len >= WGMMA_MIN_ROWS):
         return False
-    # 2-row blocks and traced launches take the pass at four warpgroups (``wgmma_pass_warps``); a
-    # kernel copy without them keeps the default hot pass there (one warpgroup is slower than it
-    # at 2 rows, and needs the cap that traced launches drop).
-    if (is_fake(out) or max_query_len <= 2) and 16 not in wgmma_warps(kernel):
+    # Where the default takes four warpgroups (``wgmma_wanted_warps``: 2-row blocks, traced
+    # launches), a kernel copy without them keeps the default hot pass (one warpgroup is slower
+    # than it at 2 rows, and needs the cap that traced launches drop).
+    if wgmma_wanted_warps(wgmma_rows(max_query_len), is_fake(out)) == 16 and 16 not in wgmma_warps(kernel):
         return False
     try:
         check_wgmma(word_fed, gpu, asm, heads, device, q_payload, kernel)
@@ -396,8 +406,7 @@ def launch_score_paged(
         wgmma = int(not HOT_PASS_KEYS & set(tuning)
                     and wgmma_default(word_fed, gpu, asm, heads, cache.device, q_payload, kernel, max_query_len, out))
     if wgmma:
-        # The wgmma hot pass takes blocks of 2 or 4 rows (128 or 256 columns at 64 heads).
-        rows_per_block = 2 if max_query_len <= 2 else 4
+        rows_per_block = wgmma_rows(max_query_len)
     row_blocks = cdiv(max_query_len, rows_per_block)
     # The exact pass's rows per block: the hot pass's (``row_split`` 1), but 2 after the wgmma
     # pass's 4-row blocks, each hot block cut in two (``ROW_SPLIT``; a kernel copy without it keeps
