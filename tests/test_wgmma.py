@@ -249,14 +249,22 @@ def test_the_other_dot_compiles_for_sm90(compiled, rows):
     check_compiled(compiled[f"other{rows}"], rows)
 
 
+def launch_args(gen, query_lens) -> tuple:
+    """``launch_score_paged``'s arguments for a CPU case at 64 heads (requests of ``query_lens``
+    rows over 300, 70 and 200 keys, permuted merged pages, queries from ``quantize_queries``),
+    ``out`` all NaN: (out, q_payload, q_scales, cache, weights, block_table, query_starts,
+    row_ends, max_query_len)."""
+    case = scoring_case(gen, "cpu", heads=64, query_lens=query_lens, seq_lens=[300, 70, 200][:len(query_lens)])
+    out = torch.full((case["q"].shape[0], case["block_table"].shape[1] * 64), float("nan"))
+    return (out, *fp4.quantize_queries(case["q"]), case["cache"], case["weights"], case["block_table"],
+            case["query_starts"], case["row_ends"], case["max_query_len"])
+
+
 def test_the_launcher_refuses_what_it_cannot_run(gen):
     from fp4_inductor.kernels.score import launch_score_paged
 
-    case = scoring_case(gen, "cpu", heads=64, query_lens=[2, 1], seq_lens=[300, 70])
-    query = fp4.quantize_queries(case["q"])
-    out = torch.full((case["q"].shape[0], case["block_table"].shape[1] * 64), float("nan"))
-    args = (out, *query, case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"],
-            case["max_query_len"])
+    args = launch_args(gen, [2, 1])
+    out = args[0]
     for bad in (5, 2, "1", 1.0, None):
         with pytest.raises(ValueError, match=re.escape(f"wgmma: expected 0 or 1, got {bad!r}")):
             launch_score_paged(*args, wgmma=bad)
@@ -270,7 +278,7 @@ def test_the_launcher_refuses_what_it_cannot_run(gen):
     with pytest.raises(ValueError, match=r"exact_rows: the one-launch form \(exact='inline'\) has no exact pass"):
         launch_score_paged(*args, exact="inline", exact_rows=1)
     empty = list(args)
-    empty[5] = case["block_table"][:0]  # no requests: refused all the same, before the early return
+    empty[5] = args[5][:0]  # no requests: refused all the same, before the early return
     with pytest.raises(ValueError, match=re.escape("wgmma: expected 0 or 1, got 5")):
         launch_score_paged(*empty, wgmma=5)
     with pytest.raises(ValueError, match=re.escape("exact_rows: expected a power of two")):
@@ -403,11 +411,8 @@ def test_the_launcher_takes_the_wgmma_default(gen, monkeypatch):
     asking. Launches recorded, not run (the CPU has no wgmma)."""
     from fp4_inductor.kernels import score
 
-    case = scoring_case(gen, "cpu", heads=64, query_lens=[4, 3], seq_lens=[300, 70])
-    query = fp4.quantize_queries(case["q"])
-    out = torch.full((case["q"].shape[0], case["block_table"].shape[1] * 64), float("nan"))
-    args = (out, *query, case["cache"], case["weights"], case["block_table"], case["query_starts"], case["row_ends"],
-            case["max_query_len"])
+    args = launch_args(gen, [4, 3])
+    out = args[0]
     asked = []
 
     def answer(*given):
@@ -420,8 +425,8 @@ def test_the_launcher_takes_the_wgmma_default(gen, monkeypatch):
         assert len(asked) == 1
         word_fed, gpu, asm, heads, device, q_payload, kernel, max_query_len, given_out = asked[0]
         assert (word_fed, gpu, asm, heads, device, kernel, max_query_len) == (
-            True, False, True, 64, case["cache"].device, score.score_paged_kernel, 4)
-        assert q_payload.data_ptr() == query[0].data_ptr() and given_out is out
+            True, False, True, 64, args[3].device, score.score_paged_kernel, 4)
+        assert q_payload.data_ptr() == args[1].data_ptr() and given_out is out
         (hot_grid, hot_args, hot), (exact_grid, exact_args, exact) = launches
         # One warpgroup at 4 rows (4 "SMs" on the CPU): under its cap, three programs per SM.
         hot_programs, split = 65536 // (128 * 168) * 4, 1
@@ -443,10 +448,7 @@ def test_the_launcher_takes_the_wgmma_default(gen, monkeypatch):
             assert exact_grid == (hot_grid[0] * exact["SPLIT"], split * hot_grid[1])
         # 2-row blocks: four warpgroups, one program per SM with no cap, the exact pass on four
         # times the programs and the hot pass's rows.
-        two = scoring_case(gen, "cpu", heads=64, query_lens=[2, 1, 2], seq_lens=[300, 70, 200])
-        two_out = torch.full((5, two["block_table"].shape[1] * 64), float("nan"))
-        two = (two_out, *fp4.quantize_queries(two["q"]), two["cache"], two["weights"], two["block_table"],
-               two["query_starts"], two["row_ends"], two["max_query_len"])
+        two = launch_args(gen, [2, 1, 2])
         launches.clear()
         score.launch_score_paged(*two, asm=True)
         (hot_grid, _, hot), (exact_grid, _, exact) = launches
@@ -454,7 +456,7 @@ def test_the_launcher_takes_the_wgmma_default(gen, monkeypatch):
         assert "maxnreg" not in hot and (hot["SETUP_UNITS"], hot["CHUNK"]) == (6, 32)
         assert (exact["MODE"], exact["WGMMA"], exact["ROWS"], exact["ROW_SPLIT"], exact["SPLIT"]) == (2, 0, 2, 1, 4)
         assert hot_grid == (4, 1) and exact_grid == (16, 1)
-        assert asked[-1][7] == 2 and two_out.isnan().all()
+        assert asked[-1][7] == 2 and two[0].isnan().all()
         old = type("OldKernel", (), {"arg_names": [n for n in score.score_paged_kernel.arg_names if n != "ROW_SPLIT"]})()
         launches.clear()
         with pytest.raises(ValueError, match="exact_rows: expected a kernel that takes ROW_SPLIT, got .*OldKernel"):
@@ -504,14 +506,7 @@ def test_the_launcher_plans_the_pass_warpgroups_by_rows(gen, monkeypatch):
     assert [pick(rows, traced, (4, 16)) for rows in (2, 4) for traced in (False, True)] == [16, 16, 4, 16]
     assert [pick(rows, traced, offered) for rows, traced, offered in ((2, False, (4,)), (4, True, (4,)),
                                                                      (4, False, (16,)))] == [4, 4, 16]
-
-    def launch_args(query_lens):
-        case = scoring_case(gen, "cpu", heads=64, query_lens=query_lens, seq_lens=[300, 70])
-        out = torch.full((case["q"].shape[0], case["block_table"].shape[1] * 64), float("nan"))
-        return (out, *fp4.quantize_queries(case["q"]), case["cache"], case["weights"], case["block_table"],
-                case["query_starts"], case["row_ends"], case["max_query_len"])
-
-    args, two = launch_args([4, 3]), launch_args([2, 1])
+    args, two = launch_args(gen, [4, 3]), launch_args(gen, [2, 1])
     monkeypatch.setattr(score, "check_wgmma", lambda *given: None)  # the device's conditions, met
     with recorded_scorer_launches() as launches:
         score.launch_score_paged(*args, asm=True, wgmma=1, num_warps=16)
