@@ -21,28 +21,29 @@
 # launcher's default timed against `wgmma=0` (`score_ab.py`; VARIANTS sets the variants; where the
 # default takes the wgmma pass their logits differ in the float32 sums' order, so "DIFFERS" is
 # expected there; the tests check both against float64; for a short call, K and SHAPES narrow what
-# runs, TEST_S and AB_S set the time limits, TEST_S=0 skips the tests); `wgprobe` the package's wgmma hot pass
-# at one warpgroup per program beside the prototype (same halves and weights) under ncu at next_n=4 and 2, then ncu's source-level sampling
-# of the package's at next_n=4 ($OUT/wgprobe_source.csv.gz: stalls per SASS line, summed by part
-# with benchmarks/ncu_source_summary.py; about 400 s cold); `traced` the wgmma hot pass under
+# runs, TEST_S and AB_S set the time limits, TEST_S=0 skips the tests); `wgprobe` the package's
+# wgmma hot pass at one warpgroup per program beside the prototype (same halves and weights) under
+# ncu at next_n=4 and 2, then ncu's source-level sampling of the package's at next_n=4
+# ($OUT/wgprobe_source.csv.gz: stalls per SASS line, summed by part with
+# benchmarks/ncu_source_summary.py; about 400 s cold); `traced` the wgmma hot pass under
 # torch.compile (`traced_wgmma.py`: eager against compiled and the opaque op, bits and time;
 # about 100 s);
 # `occupancy` the wgmma hot pass at lower register caps, for more programs per SM (CAPS="C2,C4",
 # the caps at 2 and 4 rows, default 96,128: 5 and 4 programs per SM where the launcher's 128 and 168
 # plan 4 and 3; a copy of kernels/score.py with those caps, against the package's, `score_ab.py`,
 # bit for bit and timed, each at one warpgroup per program (`wgmma=1,num_warps=4`; the capped form)
-# and by default (2-row blocks on four warpgroups, no cap); SHAPES sets the shapes; about 150 s); `rowdots` the wgmma hot pass with every
-# block's dot in two halves, one after the other, and with one dot per query row, two in flight
-# (`wgmma_source.py --halves 2|3 --variant`, written here and removed after), against the
-# package's (halves 2 at 2 rows, 3 at 4 rows), bit for bit and timed (`score_ab.py`; SHAPES sets
-# the shapes; about 150 s on a cold Triton cache); `groups` the wgmma hot pass by warpgroups per
-# program: the launcher's default (four at 2-row blocks, one at 4) against the default hot pass
-# (`wgmma=0`; "DIFFERS" is expected there alone, the float32 sums in another order) and the pass at
-# one and at four warpgroups everywhere (`wgmma=1,num_warps=4|16`, bit for bit), `score_ab.py` at
-# SHAPES (default 4 and 2 rows at 64 x 32768, 3 rows, 16 x 131072 and small batches), then with
-# 0.1 % of keys that do not fold (the exact pass after each) at 2 rows, then the pass under
-# torch.compile (`traced_wgmma.py --next-n 4,2`: eager, compiled and the opaque op; about 300 s on
-# a cold Triton cache).
+# and by default (2-row blocks on four warpgroups, no cap); SHAPES sets the shapes; about 150 s);
+# `rowdots` the wgmma hot pass with every block's dot in two halves, one after the other, and with
+# one dot per query row, two in flight (`wgmma_source.py --halves 2|3 --variant`, written here and
+# removed after), against the package's (halves 2 at 2 rows, 3 at 4 rows), bit for bit and timed
+# (`score_ab.py`; SHAPES sets the shapes; about 150 s on a cold Triton cache); `groups` the wgmma
+# hot pass by warpgroups per program: the launcher's default (four at 2-row blocks, one at 4)
+# against the default hot pass (`wgmma=0`; "DIFFERS" is expected there alone, the float32 sums in
+# another order) and the pass at one and at four warpgroups everywhere (`wgmma=1,num_warps=4|16`,
+# bit for bit), `score_ab.py` at SHAPES (default 4 and 2 rows at 64 x 32768, 3 rows, 16 x 131072
+# and small batches), then with 0.1 % of keys that do not fold (the exact pass after each) at 2
+# rows, then the pass under torch.compile (`traced_wgmma.py --next-n 4,2`: eager, compiled and the
+# opaque op; about 300 s on a cold Triton cache).
 # Logs go to $OUT.
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp}
@@ -148,7 +149,7 @@ groups)
   (cd benchmarks && PYTHONPATH=$PWD/..:$PWD timeout "${AB_S:-240}" python3 score_ab.py \
     --shapes ${SHAPES:-64x32768x4,64x32768x2,64x32768x3,16x131072x2,1x8192x2,4x32768x2,16x32768x2} --rounds 2 \
     $variants > "$OUT/groups_ab.log" 2>&1 || echo "score_ab: rc $?"
-   PYTHONPATH=$PWD/..:$PWD timeout "${OUTLIER_S:-100}" python3 score_ab.py --shapes 64x32768x2,16x131072x2 --rounds 2 \
+    PYTHONPATH=$PWD/..:$PWD timeout "${OUTLIER_S:-100}" python3 score_ab.py --shapes 64x32768x2,16x131072x2 --rounds 2 \
     --outliers 0.001 $variants > "$OUT/groups_outliers.log" 2>&1 || echo "score_ab outliers: rc $?")
   timeout "${TR_S:-150}" python3 benchmarks/traced_wgmma.py --next-n 4,2 > "$OUT/groups_traced.log" 2>&1 \
     || echo "traced_wgmma: rc $?"

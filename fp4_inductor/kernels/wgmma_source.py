@@ -542,6 +542,7 @@ def module_source(halves: int | None = None) -> str:
     arguments = ("\n                fewest, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, "
                  "weights_ptr,\n                weights_stride, weights_head_stride, bt_row, block_table_page_stride, "
                  "first_row, rows_here,\n                row_ends, page_begin, page_end")
+    refusal = f"wgmma: {' or '.join(str(4 * g) for g in GROUPS)} warps ({' or '.join(map(str, GROUPS))} warpgroups)"
     branches = []
     for rows in (2, 4):
         calls = "".join(f"""
@@ -550,14 +551,15 @@ def module_source(halves: int | None = None) -> str:
         branches.append(f"""
     {'if' if rows == 2 else 'elif'} ROWS == {rows}:{calls}
         else:
-            tl.static_assert(False, "wgmma: {' or '.join(str(4 * g) for g in GROUPS)} warps (1 or 4 warpgroups)")""")
+            tl.static_assert(False, "{refusal}")""")
     dispatch = f'''
 
 @triton.jit
 def wgmma_request(fewest, out_ptr, out_stride, q_payload_ptr, q_scales_ptr, cache_ptr, page_stride, weights_ptr,
                   weights_stride, weights_head_stride, bt_row, block_table_page_stride, first_row, rows_here, row_ends,
                   page_begin, page_end, ROWS: tl.constexpr, WARPS: tl.constexpr):
-    """The hot pass of one row block on wgmmas in inline PTX (``wgmma_rows{{ROWS}}_g{{WARPS // 4}}``)."""{"".join(branches)}
+    """The hot pass of one row block on wgmmas in inline PTX (``wgmma_rows{{ROWS}}_g{{WARPS // 4}}``)."""\
+{"".join(branches)}
     else:
         tl.static_assert(False, "wgmma: 2 or 4 rows per block")
     return fewest
